@@ -1,0 +1,10 @@
+"""tvm_fusion_ext: published operator-fusion and scheduling methods for Apache TVM 0.27 Relax.
+
+Importing the package registers every pass (global functions ``tvm_fusion_ext.<PassName>``) and
+every fusion pipeline (``relax_pipeline="tvm_fusion_ext.<name>"``). Importing twice is harmless.
+"""
+
+from .pipelines import fusion_names, fusion_pipeline, pipeline, register_fusion
+
+__all__ = ["fusion_names", "fusion_pipeline", "pipeline", "register_fusion"]
+__version__ = "0.1.0"

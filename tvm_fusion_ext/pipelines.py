@@ -1,0 +1,145 @@
+"""Fusion strategies and the complete Relax pipelines built around them.
+
+Every strategy shares the same pre-processing (what ``relax.pipeline.static_shape_tuning_pipeline``
+runs before fusion) and the same lowering after fusion, so the fusion step is the only difference
+between two strategies compiled under the same scheduling policy::
+
+    pre-processing   DecomposeOpsForInference, CanonicalizeBindings, LegalizeOps,
+                     AnnotateTIROpPattern, FoldConstant
+    fusion           the strategy's passes (stock: FuseOps), then FuseTIR
+    scheduling       the policy: "unscheduled" | "untuned" | "tuned"
+    lowering         TVM's CPU dataflow-lowering and finalize passes
+
+Strategies register themselves with :func:`register_fusion`; each one is then reachable as
+``tvm_fusion_ext.pipeline(name, target)`` and as ``relax_pipeline="tvm_fusion_ext.<name>"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import tvm
+from tvm import relax
+
+from .registration import register_relax_pipeline
+
+POLICIES = ("unscheduled", "untuned", "tuned")
+DEFAULT_POLICY = "untuned"
+
+FusionPasses = Callable[[tvm.target.Target], list]
+
+
+@dataclass(frozen=True)
+class FusionStrategy:
+    """A named fusion strategy: the passes that run between pre-processing and ``FuseTIR``."""
+
+    name: str
+    description: str
+    fusion_passes: FusionPasses
+    # Extra pre-processing a strategy needs (e.g. APOLLO's simplifications); said in the description.
+    extra_preprocess: FusionPasses | None = None
+
+
+_STRATEGIES: dict[str, FusionStrategy] = {}
+
+
+def register_fusion(name: str, description: str, extra_preprocess: FusionPasses | None = None):
+    """Decorator registering ``fn(target) -> [Pass, ...]`` as the fusion step of strategy ``name``."""
+
+    def _register(fn: FusionPasses) -> FusionPasses:
+        _STRATEGIES[name] = FusionStrategy(name, description, fn, extra_preprocess)
+        register_relax_pipeline(name, lambda: pipeline(name))
+        return fn
+
+    return _register
+
+
+def fusion_names() -> list[str]:
+    """Names of all registered fusion strategies, in registration order."""
+    return list(_STRATEGIES)
+
+
+def get_strategy(name: str) -> FusionStrategy:
+    if name not in _STRATEGIES:
+        raise ValueError(f"unknown fusion strategy {name!r}; known: {', '.join(_STRATEGIES)}")
+    return _STRATEGIES[name]
+
+
+def preprocess_passes() -> list:
+    """Pre-processing shared by every strategy (TVM's own pre-tuning recipe, before FuseOps)."""
+    return [
+        relax.transform.DecomposeOpsForInference(),
+        relax.transform.CanonicalizeBindings(),
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+    ]
+
+
+def schedule_passes(target: tvm.target.Target, policy: str) -> list:
+    """TIR scheduling for one policy; applied identically to every strategy."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown scheduling policy {policy!r}; known: {', '.join(POLICIES)}")
+    if policy == "unscheduled":
+        return []
+    if policy == "tuned":
+        # Records are applied from the MetaSchedule database in scope (``ms.database``); whatever
+        # the database lacks falls back to the untuned default schedule below.
+        return [relax.transform.MetaScheduleApplyDatabase(enable_warning=False),
+                *schedule_passes(target, "untuned")]
+    from .tir_passes.default_schedule import default_schedule_pass
+
+    return [default_schedule_pass(target)]
+
+
+def lowering_passes(target: tvm.target.Target) -> list:
+    """TVM's own dataflow lowering and finalisation for the target (no fusion in it)."""
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    return cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)
+
+
+def fusion_pipeline(name: str, target: tvm.target.Target | None = None) -> tvm.transform.Pass:
+    """Pre-processing + fusion + FuseTIR only: the fused Relax module, before any scheduling."""
+    strategy = get_strategy(name)
+    target = _resolve_target(target)
+    extra = strategy.extra_preprocess(target) if strategy.extra_preprocess else []
+    return tvm.transform.Sequential(
+        [*preprocess_passes(), *extra, *strategy.fusion_passes(target), relax.transform.FuseTIR(),
+         relax.transform.DeadCodeElimination()],
+        name=f"tvm_fusion_ext.fusion.{name}",
+    )
+
+
+def pipeline(name: str, target: tvm.target.Target | str | None = None,
+             policy: str = DEFAULT_POLICY) -> tvm.transform.Pass:
+    """The complete Relax pipeline for strategy ``name``, ready for ``tvm.compile``."""
+    get_strategy(name)  # fail early with a clear message
+    target = _resolve_target(target)
+
+    @tvm.transform.module_pass(opt_level=0, name=f"tvm_fusion_ext.{name}")
+    def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        with target:
+            return tvm.transform.Sequential(
+                [fusion_pipeline(name, target), *schedule_passes(target, policy),
+                 *lowering_passes(target)]
+            )(mod)
+
+    return _pipeline
+
+
+def _resolve_target(target) -> tvm.target.Target:
+    if target is None:
+        target = tvm.target.Target.current(allow_none=True) or tvm.target.Target("llvm")
+    return tvm.target.Target(target) if isinstance(target, (str, dict)) else target
+
+
+@register_fusion("none", "no fusion: every primitive op is its own kernel")
+def _no_fusion(target):
+    return []
+
+
+@register_fusion("stock", "TVM's own FuseOps (post-dominator fusion), as in static_shape_tuning_pipeline")
+def _stock_fusion(target):
+    return [relax.transform.FuseOps()]
