@@ -1,0 +1,10 @@
+"""TIR scheduling passes: anchor loop fusion (GraphTurbo section 4.1), the plain fallback, the
+default schedule pass built from them, and APOLLO's reduction canonical forms (section 4.1)."""
+
+from .default_schedule import DefaultSchedule, default_schedule_pass
+from .loop_fusion import AnchorLoopFusion
+from .plain_schedule import PlainSchedule
+from .reduction_forms import ReductionForm, canonicalize_reduction, reduction_form
+
+__all__ = ["AnchorLoopFusion", "DefaultSchedule", "PlainSchedule", "ReductionForm",
+           "canonicalize_reduction", "default_schedule_pass", "reduction_form"]

@@ -1,15 +1,88 @@
-"""Default CPU schedule applied to every PrimFunc under the ``untuned`` policy.
+"""Default CPU schedule for every PrimFunc under the ``untuned`` policy (issue 4, item 3).
 
-Interim version: TVM's dlight CPU rules. The loop-fusion issue replaces this with anchor-based
-loop fusion (GraphTurbo section 4.1) and keeps the same entry point.
+Structured like ``tvm.s_tir.dlight``: an ordered list of :class:`~tvm.s_tir.dlight.ScheduleRule`
+objects, each returning a schedule or ``None`` to decline, tried per PrimFunc until one applies:
+
+1. :class:`.loop_fusion.AnchorLoopFusion` - GraphTurbo section 4.1 anchor tiling and loop fusion;
+2. :class:`.plain_schedule.PlainSchedule` - parallel outer / vectorised inner loops per block.
+
+A rule that raises is treated as declining, so the pass never fails a compile: the function then
+goes to the next rule, or stays as it was. PrimFuncs that already carry ``tirx.is_scheduled``
+(e.g. from a MetaSchedule database) are left alone; scheduled ones get the attribute.
+``DefaultSchedule.stats`` counts the functions each rule scheduled (and ``"unscheduled"``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 import tvm
-from tvm.s_tir import dlight as dl
+from tvm import tirx
+
+from ..hardware import HardwareSpec, spec_for_target
+from ..registration import register_pass
+from .loop_fusion import AnchorLoopFusion
+from .plain_schedule import PlainSchedule
+
+UNSCHEDULED = "unscheduled"
 
 
-def default_schedule_pass(target: tvm.target.Target) -> tvm.transform.Pass:
-    """Rules tried in order per PrimFunc; already-scheduled functions are left alone."""
-    return dl.ApplyDefaultSchedule(dl.cpu.GEMV(), dl.cpu.Reduction())
+@register_pass
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.DefaultSchedule")
+class DefaultSchedule:
+    """Module pass: apply the first applicable rule to every unscheduled PrimFunc.
+
+    ``target`` defaults to the function's ``target`` attribute, then ``Target.current()``, then
+    ``llvm``; ``spec`` defaults to :func:`~tvm_fusion_ext.hardware.spec_for_target` of it.
+    ``rules`` replaces the default rule list (anchor loop fusion, then the plain schedule).
+    """
+
+    def __init__(self, target: tvm.target.Target | str | None = None,
+                 spec: HardwareSpec | None = None, rules: list | None = None):
+        self.target = tvm.target.Target(target) if isinstance(target, (str, dict)) else target
+        self.spec = spec
+        self.rules = rules
+        self.stats: Counter = Counter()
+
+    def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        updates = {}
+        for gvar, func in mod.functions_items():
+            if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
+                continue
+            target = self._target_of(func)
+            spec = self.spec or spec_for_target(target)
+            rules = self.rules if self.rules is not None else [AnchorLoopFusion(spec), PlainSchedule(spec)]
+            scheduled, rule_name = _first_applicable(func, target, rules)
+            self.stats[rule_name] += 1
+            if scheduled is not None:
+                updates[gvar] = scheduled.with_attr("tirx.is_scheduled", True)
+        for gvar, func in updates.items():
+            mod[gvar] = func
+        return mod
+
+    def _target_of(self, func: tirx.PrimFunc) -> tvm.target.Target:
+        attr = func.attrs.get("target") if func.attrs is not None else None
+        return attr or self.target or tvm.target.Target.current(allow_none=True) or \
+            tvm.target.Target("llvm")
+
+
+def default_schedule_pass(target: tvm.target.Target | None = None,
+                          spec: HardwareSpec | None = None) -> tvm.transform.Pass:
+    """The ``untuned`` policy's scheduling pass (kept as the entry point of ``pipelines.py``)."""
+    return DefaultSchedule(target, spec)
+
+
+def _first_applicable(func: tirx.PrimFunc, target, rules):
+    """``(scheduled PrimFunc, rule name)`` of the first rule that applies, or ``(None, UNSCHEDULED)``."""
+    for rule in rules:
+        try:
+            sch = rule.apply(func, target, False)
+        except Exception:  # noqa: BLE001 - any failure means "decline"; never fail a compile
+            continue
+        if sch is not None:
+            return sch.mod["main"], type(rule).__name__
+    return None, UNSCHEDULED
+
+
+def _is_scheduled(func: tirx.PrimFunc) -> bool:
+    return func.attrs is not None and bool(func.attrs.get("tirx.is_scheduled", False))

@@ -1,0 +1,159 @@
+"""Hardware spec objects: the one place where passes read hardware facts.
+
+GraphTurbo (graphturbo-dsa-scheduling.txt section 4.1) sizes an anchor op's tile so that the tiled
+tensors stay in the fastest memory a core owns (the local buffer, LB, on its DSA). The scheduling
+passes therefore only need a few generic facts, which every spec provides:
+
+* ``num_cores``: parallel compute units the outermost fused loop is spread over;
+* ``vector_bytes``: SIMD width, for the innermost vectorised loop;
+* ``fast_memory_bytes``: per-core memory a tile's working set must fit (L2 on a CPU, LB on a DSA);
+* ``vector_registers``: how many vector accumulators a register tile may keep live.
+
+:class:`CPUSpec` fills them from the machine (``/sys`` cache sizes, affinity) and from the
+``Target`` (``num-cores``, ``vector-width``, ``mcpu``/``mattr``). Other targets add their own
+frozen spec class (e.g. clusters / cores / LB / GB for the DSA) and register a factory for a target
+key with :func:`register_spec`; :func:`spec_for_target` dispatches on ``target.keys``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import tvm
+
+_SYS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """Generic facts a schedule needs; concrete targets subclass this (frozen, hashable)."""
+
+    name: str
+    num_cores: int
+    vector_bytes: int
+    fast_memory_bytes: int
+    vector_registers: int = 16
+
+    def vector_lanes(self, dtype: str) -> int:
+        """Elements of ``dtype`` in one vector register (at least 1)."""
+        bits = tvm.runtime.DataType(dtype).bits
+        return max(1, self.vector_bytes * 8 // max(bits, 8))
+
+
+@dataclass(frozen=True)
+class CPUSpec(HardwareSpec):
+    """A CPU: the fast memory a tile targets is the per-core L2 cache (GraphTurbo's LB)."""
+
+    l1_bytes: int = 32 * 1024
+    l2_bytes: int = 512 * 1024
+    l3_bytes: int = 8 * 1024 * 1024
+
+    @classmethod
+    def from_target(cls, target: tvm.target.Target | None = None) -> "CPUSpec":
+        """Read core count, vector width and cache sizes from ``target`` and the host machine."""
+        target = _as_target(target)
+        caches = _host_caches()
+        l1 = caches.get(1, 32 * 1024)
+        l2 = caches.get(2, 512 * 1024)
+        cores = target.attrs.get("num-cores") if target is not None else None
+        vector_bits = _vector_bits(target)
+        return cls(
+            name=f"cpu:{target.attrs.get('mcpu', 'generic') if target is not None else 'host'}",
+            num_cores=int(cores) if cores else _host_cores(),
+            vector_bytes=vector_bits // 8,
+            fast_memory_bytes=l2,
+            vector_registers=32 if vector_bits >= 512 else 16,
+            l1_bytes=l1,
+            l2_bytes=l2,
+            l3_bytes=caches.get(3, 8 * 1024 * 1024),
+        )
+
+
+SpecFactory = Callable[[tvm.target.Target], HardwareSpec]
+_FACTORIES: dict[str, SpecFactory] = {}
+
+
+def register_spec(target_key: str):
+    """Decorator: ``factory(target) -> HardwareSpec`` for targets whose ``keys`` hold ``target_key``."""
+
+    def _register(factory: SpecFactory) -> SpecFactory:
+        _FACTORIES[target_key] = factory
+        return factory
+
+    return _register
+
+
+def spec_for_target(target: tvm.target.Target | str | dict | None = None) -> HardwareSpec:
+    """The spec of ``target`` (default: the current target, else the host CPU)."""
+    target = _as_target(target)
+    keys = list(target.keys) if target is not None else []
+    for key in keys:
+        if key in _FACTORIES:
+            return _FACTORIES[key](target)
+    return CPUSpec.from_target(target)
+
+
+def _as_target(target) -> tvm.target.Target | None:
+    if target is None:
+        return tvm.target.Target.current(allow_none=True)
+    if isinstance(target, (str, dict)):
+        return tvm.target.Target(target)
+    return target
+
+
+def _host_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _host_caches() -> dict[int, int]:
+    """Data/unified cache size per level from sysfs, in bytes (empty where sysfs is missing)."""
+    sizes: dict[int, int] = {}
+    if not _SYS_CACHE.is_dir():
+        return sizes
+    for index in sorted(_SYS_CACHE.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text().strip())
+            size = _parse_size((index / "size").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified"):
+            sizes[level] = size
+    return sizes
+
+
+def _parse_size(text: str) -> int:
+    units = {"K": 1024, "M": 1024 * 1024, "G": 1024 * 1024 * 1024}
+    if text and text[-1].upper() in units:
+        return int(text[:-1]) * units[text[-1].upper()]
+    return int(text)
+
+
+def _vector_bits(target: tvm.target.Target | None) -> int:
+    """SIMD width LLVM will use for ``target``: explicit ``vector-width``, else from CPU features.
+
+    A plain ``llvm`` target (no ``mcpu``) compiles for generic x86-64, i.e. 128-bit SSE2.
+    """
+    if target is None or target.kind.name != "llvm":
+        return 128
+    explicit = target.attrs.get("vector-width")
+    if explicit:
+        return int(explicit)
+    mattr = [str(a) for a in target.attrs.get("mattr", [])]
+    if "mcpu" not in target.attrs and not mattr:
+        return 128
+    from tvm.target import codegen
+
+    for feature, bits in (("avx512f", 512), ("avx", 256), ("neon", 128), ("sse2", 128)):
+        try:
+            if codegen.llvm_cpu_has_features(feature, target):
+                return bits
+        except Exception:  # noqa: BLE001 - feature names unknown to this LLVM triple
+            continue
+    return 128

@@ -1,0 +1,238 @@
+"""Read-only analysis of a PrimFunc's sblocks, shared by the schedule rules.
+
+Scheduling (``loop_fusion``, ``plain_schedule``) is kept apart from analysis, as in
+``tvm.s_tir.dlight`` (``dlight/analysis``). Everything here reads index maps only, never op names:
+
+* :func:`analyze_blocks` returns one :class:`BlockInfo` per child block of the root, or ``None`` when
+  the function is outside what the rules handle (nested or predicated blocks, non-trivial
+  bindings, symbolic extents);
+* :func:`pick_anchor` is GraphTurbo section 4.1's anchor choice (conv / matmul, else the last op);
+* :func:`tile_footprint` / :func:`choose_tile` size the anchor tile so its working set fits the
+  spec's fast memory (GraphTurbo section 4.1, "largest integer that divides the loop extent").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, sym, tirx
+
+from ..hardware import HardwareSpec
+
+SPATIAL = 0
+REDUCE = 2
+
+
+@dataclass
+class BlockInfo:
+    """One child block of the root: its loops (outer to inner) and the iter var each loop binds."""
+
+    name: str
+    block: s_tir.SBlock
+    loop_iters: list  # IterVar bound by each loop, outer to inner
+    extents: list[int]
+
+    @property
+    def is_reduction(self) -> bool:
+        return any(iv.iter_type == REDUCE for iv in self.block.iter_vars)
+
+    @property
+    def spatial_positions(self) -> list[int]:
+        return [i for i, iv in enumerate(self.loop_iters) if iv.iter_type == SPATIAL]
+
+    @property
+    def reduce_positions(self) -> list[int]:
+        return [i for i, iv in enumerate(self.loop_iters) if iv.iter_type == REDUCE]
+
+    @property
+    def is_contraction(self) -> bool:
+        """conv / matmul: a reduction whose every operand (>= 2) is walked along a reduce iter."""
+        if not self.is_reduction:
+            return False
+        reduce_vars = [iv.var for iv in self.block.iter_vars if iv.iter_type == REDUCE]
+        operands = self.operand_reads
+        return len(operands) >= 2 and all(
+            any(_uses(rg.min, reduce_vars) for rg in read.region) for read in operands)
+
+    @property
+    def operand_reads(self) -> list:
+        """Reads other than the reduction's self-read of its output."""
+        outs = [w.source for w in self.block.writes]
+        return [r for r in self.block.reads if not any(r.source.same_as(o) for o in outs)]
+
+    @property
+    def is_padding(self) -> bool:
+        """A spatial block whose value is selected by a condition (padding, boundary masks)."""
+        found = []
+        tvm_ffi.structural_walk(self.block.body, [(tvm.ir.Call, found.append)])
+        return any(str(getattr(c.op, "name", "")).endswith("if_then_else") for c in found) or _has_select(
+            self.block.body)
+
+    @property
+    def is_copy(self) -> bool:
+        """Pure data movement (reshape, transpose, broadcast): the stored value is one load."""
+        body = self.block.body
+        return isinstance(body, tirx.BufferStore) and isinstance(body.value, tvm.ir.TensorLoad)
+
+    def vector_position(self) -> int | None:
+        """Loop to vectorise: the innermost spatial loop, if it walks the output's last dimension."""
+        spatial = self.spatial_positions
+        if not spatial or self.extents[spatial[-1]] <= 1:
+            return None
+        pos = spatial[-1]
+        if self.block.writes[0].region[-1].min.same_as(self.loop_iters[pos].var):
+            return pos
+        return None
+
+    def register_position(self, vector_pos: int) -> int | None:
+        """Register-tile loop of a contraction: innermost spatial loop (not the vector one) whose
+        iter an operand walked by the vector loop does not use, so that operand's vector load is
+        reused across it (``i`` of a matmul, output channel ``f`` of a conv)."""
+        vec_var = self.loop_iters[vector_pos].var
+        streamed = [r for r in self.operand_reads if any(_uses(rg.min, [vec_var]) for rg in r.region)]
+        for pos in reversed(self.spatial_positions):
+            if pos == vector_pos or self.extents[pos] <= 1:
+                continue
+            var = self.loop_iters[pos].var
+            if any(not any(_uses(rg.min, [var]) for rg in r.region) for r in streamed):
+                return pos
+        return None
+
+
+def analyze_blocks(sch: s_tir.Schedule) -> list[tuple[object, BlockInfo]] | None:
+    """``[(block_rv, BlockInfo)]`` for the root's child blocks, or ``None`` if any is unsupported."""
+    func = sch.mod["main"]
+    realizes = {}
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlockRealize,
+                                         lambda r: realizes.__setitem__(r.block.name_hint, r))])
+    root = sch.get_sblock("root") if "root" in realizes else None
+    if root is None:
+        return None
+    children = sch.get_child_blocks(root)
+    if len(children) + 1 != len(realizes):
+        return None  # nested blocks (blockized / opaque) are left to the fallback
+    infos = []
+    for rv in children:
+        block = sch.get(rv)
+        realize = realizes[block.name_hint]
+        if not _is_true(realize.predicate) or block.match_buffers or len(block.writes) != 1:
+            return None
+        loops = [sch.get(lp) for lp in sch.get_loops(rv)]
+        if len(loops) != len(block.iter_vars):
+            return None
+        by_var = {}
+        for iv, value in zip(block.iter_vars, realize.iter_values):
+            if not isinstance(value, tvm.ir.Var) or iv.iter_type not in (SPATIAL, REDUCE):
+                return None
+            by_var[value] = iv
+        loop_iters, extents = [], []
+        for loop in loops:
+            if loop.loop_var not in by_var or not isinstance(loop.extent, tirx.IntImm):
+                return None
+            if int(loop.min) != 0 or loop.kind != tirx.ForKind.SERIAL:
+                return None
+            loop_iters.append(by_var[loop.loop_var])
+            extents.append(int(loop.extent))
+        infos.append((rv, BlockInfo(block.name_hint, block, loop_iters, extents)))
+    return infos
+
+
+def pick_anchor(infos: list[BlockInfo]) -> int:
+    """GraphTurbo section 4.1: the (last) conv / matmul block if there is one, else the last block."""
+    for index in range(len(infos) - 1, -1, -1):
+        if infos[index].is_contraction:
+            return index
+    return len(infos) - 1
+
+
+def tile_footprint(info: BlockInfo, tile: dict[int, int]) -> int:
+    """Bytes touched by one tile of ``info``: ``tile`` maps loop position -> tile extent; loops
+    not in it (reduce loops included) cover their whole extent. Non-affine indices count whole."""
+    extent_of = {info.loop_iters[p].var: tile.get(p, info.extents[p]) for p in range(len(info.extents))}
+    iters = list(extent_of)
+    total = 0
+    for region in list(info.operand_reads) + list(info.block.writes):
+        elements = 1
+        for dim, rg in enumerate(region.region):
+            coeffs = sym.detect_linear_equation(rg.min, iters) if _is_int(rg.extent) else []
+            if len(coeffs) == 0:
+                elements *= int(region.source.shape[dim])
+                continue
+            span = int(rg.extent) + sum(abs(int(c)) * (extent_of[v] - 1) for c, v in zip(coeffs[:-1], iters))
+            elements *= min(span, int(region.source.shape[dim]))
+        total += elements * tvm.runtime.DataType(str(region.source.dtype)).bits // 8
+    return total
+
+
+def choose_tile(info: BlockInfo, tiled: list[int], minimum: dict[int, int],
+                spec: HardwareSpec) -> dict[int, int]:
+    """GraphTurbo section 4.1 tile sizes for the loops at positions ``tiled`` (outer to inner).
+
+    Greedily from the innermost tiled loop outwards, each tile size is the largest divisor of the
+    loop extent (a multiple of ``minimum[pos]``, the register / vector factor) whose tile working
+    set still fits ``spec.fast_memory_bytes``; once a loop cannot be taken whole, the loops outside
+    it keep their minimum. Tiles are then halved from the outside in until there are at least
+    ``spec.num_cores`` of them, so the fused tile loop can feed every core.
+    """
+    tile = {p: minimum.get(p, 1) for p in tiled}
+    for pos in reversed(tiled):
+        best = tile[pos]
+        for size in _candidates(info.extents[pos], minimum.get(pos, 1)):
+            if tile_footprint(info, {**tile, pos: size}) <= spec.fast_memory_bytes:
+                best = max(best, size)
+        tile[pos] = best
+        if best < info.extents[pos]:
+            break
+
+    def num_tiles():
+        count = 1
+        for p in tiled:
+            count *= info.extents[p] // tile[p]
+        return count
+
+    changed = True
+    while num_tiles() < spec.num_cores and changed:
+        changed = False
+        for pos in tiled:
+            smaller = [s for s in _candidates(info.extents[pos], minimum.get(pos, 1)) if s < tile[pos]]
+            if smaller:
+                tile[pos] = smaller[-1]
+                changed = True
+                break
+    return tile
+
+
+def vector_factor(extent: int, lanes: int) -> int | None:
+    """Width of the vectorised loop: the largest divisor of ``extent`` up to two vectors,
+    preferring multiples of ``lanes``; ``None`` when only 1 divides."""
+    divisors = [d for d in range(2, min(extent, 2 * lanes) + 1) if extent % d == 0]
+    if not divisors:
+        return None
+    aligned = [d for d in divisors if d % lanes == 0]
+    return max(aligned) if aligned else max(divisors)
+
+
+def _candidates(extent: int, multiple: int) -> list[int]:
+    return [d for d in range(multiple, extent + 1, multiple) if extent % d == 0]
+
+
+def _uses(expr, variables) -> bool:
+    found = []
+    tvm_ffi.structural_walk(expr, [(tvm.ir.Var, found.append)])
+    return any(any(f.same_as(v) for v in variables) for f in found)
+
+
+def _has_select(stmt) -> bool:
+    found = []
+    tvm_ffi.structural_walk(stmt, [(tirx.Select, found.append)])
+    return bool(found)
+
+
+def _is_true(expr) -> bool:
+    return isinstance(expr, tirx.IntImm) and int(expr) == 1
+
+
+def _is_int(expr) -> bool:
+    return isinstance(expr, tirx.IntImm)

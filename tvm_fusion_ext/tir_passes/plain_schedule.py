@@ -1,0 +1,55 @@
+"""Plain per-block CPU schedule: the fallback when anchor loop fusion declines (issue 4, item 3).
+
+Every child block of the root keeps its own loop nest; its leading spatial loops are fused until
+they give every core work and parallelised, and its innermost loop is vectorised when it is
+spatial. Nothing moves between loop nests, so intermediates stay full size: this is the "no
+fusion, but not naive" baseline a fused kernel falls back to.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.s_tir import dlight as dl
+
+from ..hardware import HardwareSpec, spec_for_target
+from .analysis import REDUCE, analyze_blocks, vector_factor
+from .loop_fusion import _try
+
+
+class PlainSchedule(dl.ScheduleRule):
+    """Parallel outer spatial loops, vectorised inner spatial loop, per block."""
+
+    def __init__(self, spec: HardwareSpec | None = None):
+        self.spec = spec
+
+    def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, tunable: bool):
+        if not isinstance(func, tirx.PrimFunc):
+            return None
+        spec = self.spec or spec_for_target(target)
+        sch = s_tir.Schedule(func)
+        analyzed = analyze_blocks(sch)
+        if not analyzed:
+            return None
+        for rv, info in analyzed:
+            loops = sch.get_loops(rv)
+            lanes = spec.vector_lanes(str(info.block.writes[0].source.dtype))
+            last = len(loops) - 1
+            width = vector_factor(info.extents[last], lanes)
+            if info.loop_iters[last].iter_type != REDUCE and width is not None:
+                *loops, lane = [*loops[:-1], *sch.split(loops[-1], [info.extents[last] // width, width])]
+                extents = [*info.extents[:-1], info.extents[last] // width]
+                _try(sch.vectorize, lane)
+            else:
+                extents = list(info.extents)
+            leading = []
+            work = 1
+            for loop, extent, iv in zip(loops, extents, info.loop_iters):
+                if iv.iter_type == REDUCE or work >= 4 * spec.num_cores:
+                    break
+                leading.append(loop)
+                work *= extent
+            if spec.num_cores > 1 and work > 1 and leading:
+                outer = sch.fuse(*leading) if len(leading) > 1 else leading[0]
+                _try(sch.parallel, outer)
+        return sch
