@@ -236,3 +236,22 @@ def _is_true(expr) -> bool:
 
 def _is_int(expr) -> bool:
     return isinstance(expr, tirx.IntImm)
+
+
+def lowered_allocations(func: tirx.PrimFunc) -> dict[str, tuple[list[int], str]]:
+    """``{buffer name: (shape, scope)}`` of the intermediates lowering will allocate for ``func``.
+
+    Runs the first steps of TVM's TIR lowering (allocation placement and buffer compaction), so
+    the shapes are the ones a tile really needs: what "intermediates shrink to tile size" means.
+    """
+    passes = tvm.transform.Sequential([
+        s_tir.transform.LowerInitBlock(),
+        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(),
+        s_tir.transform.CompactBufferAllocation(),
+    ])
+    lowered = passes(tvm.IRModule({"main": func}))["main"]
+    blocks = []
+    tvm_ffi.structural_walk(lowered.body, [(s_tir.SBlock, blocks.append)])
+    return {buf.name: ([int(d) for d in buf.shape], buf.scope())
+            for block in blocks for buf in block.alloc_buffers}

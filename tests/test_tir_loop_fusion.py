@@ -1,0 +1,126 @@
+"""AnchorLoopFusion (GraphTurbo section 4.1, APOLLO section 4.2 stitching) on fused PrimFuncs.
+
+Before: ``tir_cases/fused.py`` (stock FuseOps + FuseTIR output). Expected: ``tir_cases/
+fused_expected.py`` under ``FAKE_SPEC`` (2 cores, 128-bit vectors, 2 KiB fast memory), which forces
+real tiling on these small shapes.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import tvm
+from tvm import s_tir
+
+from tir_cases import fused, fused_expected
+from tvm_fusion_ext.hardware import HardwareSpec
+from tvm_fusion_ext.tir_passes import AnchorLoopFusion
+from tvm_fusion_ext.tir_passes.analysis import (analyze_blocks, choose_tile, lowered_allocations,
+                                                pick_anchor, tile_footprint)
+
+FAKE_SPEC = HardwareSpec("fake", num_cores=2, vector_bytes=16, fast_memory_bytes=2048,
+                         vector_registers=16)
+CASES = ["conv2d_bias_relu", "matmul_bias_gelu", "softmax", "layer_norm", "sum_divide"]
+
+
+def _schedule(name, spec=FAKE_SPEC):
+    sch = AnchorLoopFusion(spec).apply(getattr(fused, name), tvm.target.Target("llvm"), False)
+    assert sch is not None
+    return sch.mod["main"]
+
+
+def _infos(func):
+    return [info for _, info in analyze_blocks(s_tir.Schedule(func))]
+
+
+@pytest.mark.parametrize("name, anchor", [
+    ("conv2d_bias_relu", "conv2d_nchw"), ("matmul_bias_gelu", "matmul"),
+    ("softmax", "T_softmax_norm"), ("layer_norm", "T_layer_norm"), ("sum_divide", "T_divide"),
+])
+def test_anchor_is_contraction_else_last_block(name, anchor):
+    infos = _infos(getattr(fused, name))
+    assert infos[pick_anchor(infos)].name == anchor
+
+
+def test_tile_is_largest_divisor_fitting_fast_memory():
+    matmul = _infos(fused.matmul_bias_gelu)[0]  # loops (i0=16, i1=16, k=32)
+    tile = choose_tile(matmul, [0, 1], {0: 4, 1: 8}, FAKE_SPEC)
+    assert tile == {0: 4, 1: 8}
+    assert tile_footprint(matmul, tile) <= FAKE_SPEC.fast_memory_bytes
+    assert tile_footprint(matmul, {0: 4, 1: 16}) > FAKE_SPEC.fast_memory_bytes
+    roomy = HardwareSpec("roomy", num_cores=1, vector_bytes=16, fast_memory_bytes=1 << 20)
+    assert choose_tile(matmul, [0, 1], {0: 4, 1: 8}, roomy) == {0: 16, 1: 16}
+    # enough tiles for every core, even when everything fits
+    assert choose_tile(matmul, [0, 1], {0: 4, 1: 8}, HardwareSpec("wide", 4, 16, 1 << 20)) == \
+        {0: 4, 1: 16}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_schedule_matches_expected(name):
+    tvm.ir.assert_structural_equal(_schedule(name), getattr(fused_expected, name))
+
+
+def _conv2d_bias_relu(x, w, b):
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+    return np.maximum(np.einsum("nchwij,fcij->nfhw", windows, w) + b, 0)
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _layer_norm(x, g, b):
+    mean = x.mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + b
+
+
+REFERENCES = {
+    "conv2d_bias_relu": _conv2d_bias_relu,
+    "matmul_bias_gelu": lambda x, w, b: _gelu(x @ w + b),
+    "softmax": _softmax,
+    "layer_norm": _layer_norm,
+    "sum_divide": lambda x: x / x.sum(-1, keepdims=True),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_scheduled_kernel_matches_numpy(name):
+    func = _schedule(name).with_attr("global_symbol", "main")
+    lib = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    rng = np.random.default_rng(0)
+    shapes = [[int(d) for d in p.ty.shape] for p in func.params]
+    inputs = [rng.uniform(0.1, 1.0, s).astype("float32") for s in shapes[:-1]]
+    out = tvm.runtime.empty(shapes[-1], "float32")
+    lib["main"](*[tvm.runtime.tensor(a) for a in inputs], out)
+    np.testing.assert_allclose(out.numpy(), REFERENCES[name](*inputs), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["conv2d_bias_relu", "softmax", "layer_norm", "sum_divide"])
+def test_no_full_size_intermediate_remains(name):
+    before = lowered_allocations(getattr(fused, name))
+    after = lowered_allocations(_schedule(name))
+    assert after, "every case has intermediates"
+    for buf, (shape, scope) in after.items():
+        full = before[buf.removesuffix("_local")][0]
+        assert scope == "local"
+        assert math.prod(shape) < math.prod(full), (buf, shape, full)
+
+
+def test_rows_become_one_loop_nest_with_scalar_intermediates():
+    """Softmax / layer norm (APOLLO 4.2): per-row reductions leave one element per row."""
+    for name in ("softmax", "layer_norm", "sum_divide"):
+        after = lowered_allocations(_schedule(name))
+        reduced = {b: s for b, (s, _) in after.items() if "exp_local" not in b}
+        assert all(math.prod(shape) == 1 for shape in reduced.values()), reduced
+
+
+def test_declines_nested_blocks():
+    sch = s_tir.Schedule(fused.softmax)
+    sch.blockize(sch.get_loops(sch.get_sblock("T_softmax_norm"))[1])
+    assert AnchorLoopFusion(FAKE_SPEC).apply(sch.mod["main"], tvm.target.Target("llvm"), False) is None
