@@ -10,7 +10,7 @@ reductions can be fused and stitched by matching forms (section 4.2, memory stit
   ``y in [0, N*Q)``).
 
 The form is read off the block's iterators (unit-extent spatial iterators do not count): the
-innermost non-unit iterator in storage order of the input decides between x- and y-reduce.
+iterator walking the input's innermost (contiguous) dimension decides between x- and y-reduce.
 :func:`canonicalize_reduction` then performs the loop interchange and coalescing of Listing 4 with
 ``reorder`` and ``fuse``; the tensor subscripts follow through the schedule's block bindings.
 """
@@ -33,15 +33,19 @@ class ReductionForm(enum.Enum):
 
 
 def reduction_form(sch: s_tir.Schedule, block: str) -> ReductionForm | None:
-    """The canonical form of reduction block ``block``, or ``None`` if it is not a reduction."""
-    info = _info(sch, block)
-    if info is None or not info.is_reduction:
+    """The canonical form of reduction block ``block``, or ``None`` if it is not a reduction.
+
+    Read off the block's iterators and index maps only, so a nest that is already flattened
+    (Listing 4) has the same form as the original (Listing 3).
+    """
+    sblock = sch.get(sch.get_sblock(block))
+    if not any(iv.iter_type == REDUCE for iv in sblock.iter_vars):
         return None
-    significant = [iv for iv, extent in zip(info.loop_iters, info.extents)
-                   if extent > 1 or iv.iter_type == REDUCE]
+    significant = [iv for iv in sblock.iter_vars
+                   if iv.iter_type == REDUCE or int(iv.dom.extent) > 1]
     if all(iv.iter_type == REDUCE for iv in significant):
         return ReductionForm.ALL
-    innermost = _innermost_data_iter(info, significant)
+    innermost = _innermost_data_iter(sblock, significant)
     return ReductionForm.Y if innermost.iter_type == REDUCE else ReductionForm.X
 
 
@@ -51,12 +55,12 @@ def canonicalize_reduction(sch: s_tir.Schedule, block: str):
     Returns ``(form, loops)``: for all-reduce the single fused reduced loop (unit spatial loops
     stay outside it), for x-reduce ``[x_reduced, y_spatial]`` and for y-reduce
     ``[x_spatial, y_reduced]``. Returns ``None`` (schedule untouched) if ``block`` is not a
-    reduction.
+    reduction or its loops do not bind its iterators one to one (e.g. already flattened).
     """
     form = reduction_form(sch, block)
-    if form is None:
-        return None
     info = _info(sch, block)
+    if form is None or info is None:
+        return None
     rv = sch.get_sblock(block)
     loops = sch.get_loops(rv)
     spatial = [loops[p] for p, iv in enumerate(info.loop_iters) if iv.iter_type == SPATIAL]
@@ -69,10 +73,13 @@ def canonicalize_reduction(sch: s_tir.Schedule, block: str):
     return form, [_fuse(sch, outer), _fuse(sch, inner)]
 
 
-def _innermost_data_iter(info, significant):
+def _innermost_data_iter(sblock, significant):
     """The block iterator walking the innermost (contiguous) dimension of the first input that
-    uses a significant iterator there; falls back to the innermost loop."""
-    for read in info.operand_reads:
+    uses a significant iterator there; falls back to the last significant iterator."""
+    outputs = [w.source for w in sblock.writes]
+    for read in sblock.reads:
+        if any(read.source.same_as(out) for out in outputs):
+            continue
         for rg in reversed(read.region):
             for iv in significant:
                 if rg.min.same_as(iv.var):
