@@ -1,0 +1,81 @@
+"""DefaultSchedule: dlight-style rule chain, fallback, is_scheduled, registration, end to end."""
+
+import numpy as np
+import tvm
+from tvm import relax, s_tir
+from tvm.script import ir as I
+from tvm.script import relax as R
+from tvm.s_tir import dlight as dl
+
+from tir_cases import fused, reductions
+from tvm_fusion_ext.hardware import HardwareSpec
+from tvm_fusion_ext.tir_passes import DefaultSchedule, PlainSchedule, default_schedule_pass
+
+SPEC = HardwareSpec("fake", num_cores=2, vector_bytes=16, fast_memory_bytes=2048)
+
+
+def _module(**funcs):
+    return tvm.IRModule({name: f.without_attr("global_symbol") for name, f in funcs.items()})
+
+
+def test_each_function_gets_the_first_applicable_rule():
+    blocked = s_tir.Schedule(reductions.elementwise)
+    blocked.blockize(blocked.get_loops(blocked.get_sblock("b"))[0])
+    mod = _module(softmax=fused.softmax, scale=reductions.elementwise, nested=blocked.mod["main"])
+    schedule = DefaultSchedule("llvm", SPEC)
+    out = schedule(mod)
+    assert dict(schedule.stats) == {"AnchorLoopFusion": 1, "PlainSchedule": 1, "unscheduled": 1}
+    assert out["softmax"].attrs["tirx.is_scheduled"] and out["scale"].attrs["tirx.is_scheduled"]
+    tvm.ir.assert_structural_equal(out["nested"], mod["nested"])
+
+
+def test_already_scheduled_functions_are_left_alone():
+    mod = _module(softmax=fused.softmax.with_attr("tirx.is_scheduled", True))
+    schedule = DefaultSchedule("llvm", SPEC)
+    tvm.ir.assert_structural_equal(schedule(mod), mod)
+    assert not schedule.stats
+
+
+@dl.ScheduleRule.from_callable("Broken")
+def _broken_rule(func, target, tunable):
+    raise RuntimeError("a rule bug must not fail the compile")
+
+
+def test_a_failing_rule_falls_through_to_the_next():
+    schedule = DefaultSchedule("llvm", SPEC, rules=[_broken_rule, PlainSchedule(SPEC)])
+    out = schedule(_module(scale=reductions.elementwise))
+    assert dict(schedule.stats) == {"PlainSchedule": 1}
+    assert "T.parallel" in out.script()
+
+
+def test_usable_in_sequential_and_registered_by_name():
+    assert default_schedule_pass(tvm.target.Target("llvm")).info.name == "tvm_fusion_ext.DefaultSchedule"
+    by_name = tvm.get_global_func("tvm_fusion_ext.DefaultSchedule")("llvm")
+    mod = tvm.transform.Sequential([relax.transform.LegalizeOps(), by_name])(Model)
+    scheduled = [f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert scheduled and all(f.attrs["tirx.is_scheduled"] for f in scheduled)
+
+
+@I.ir_module
+class Model:
+    @R.function
+    def main(x: R.Tensor((1, 4, 8, 8), "float32"), w: R.Tensor((8, 4, 3, 3), "float32"),
+             b: R.Tensor((1, 8, 1, 1), "float32")):
+        with R.dataflow():
+            conv = R.nn.relu(R.add(R.nn.conv2d(x, w, padding=1), b))
+            flat = R.reshape(conv, (8, 64))
+            soft = R.nn.softmax(flat, axis=-1)
+            R.output(soft)
+        return soft
+
+
+def test_stock_pipeline_compiles_and_matches_numpy():
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.uniform(-1, 1, s).astype("float32") for s in ((1, 4, 8, 8), (8, 4, 3, 3), (1, 8, 1, 1)))
+    ex = tvm.compile(Model, "llvm", relax_pipeline="tvm_fusion_ext.stock")
+    out = relax.VirtualMachine(ex, tvm.cpu())["main"](*map(tvm.runtime.tensor, (x, w, b))).numpy()
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+    conv = np.maximum(np.einsum("nchwij,fcij->nfhw", windows, w) + b, 0).reshape(8, 64)
+    ref = np.exp(conv - conv.max(-1, keepdims=True))
+    np.testing.assert_allclose(out, ref / ref.sum(-1, keepdims=True), rtol=1e-4, atol=1e-6)
