@@ -2,12 +2,12 @@
 
 import numpy as np
 import tvm
+from tir_cases import fused, reductions
 from tvm import relax, s_tir
+from tvm.s_tir import dlight as dl
 from tvm.script import ir as I
 from tvm.script import relax as R
-from tvm.s_tir import dlight as dl
 
-from tir_cases import fused, reductions
 from tvm_fusion_ext.hardware import HardwareSpec
 from tvm_fusion_ext.tir_passes import DefaultSchedule, PlainSchedule, default_schedule_pass
 

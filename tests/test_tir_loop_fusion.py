@@ -10,13 +10,18 @@ import math
 import numpy as np
 import pytest
 import tvm
+from tir_cases import fused, fused_expected
 from tvm import s_tir
 
-from tir_cases import fused, fused_expected
 from tvm_fusion_ext.hardware import HardwareSpec
 from tvm_fusion_ext.tir_passes import AnchorLoopFusion
-from tvm_fusion_ext.tir_passes.analysis import (analyze_blocks, choose_tile, lowered_allocations,
-                                                pick_anchor, tile_footprint)
+from tvm_fusion_ext.tir_passes.analysis import (
+    analyze_blocks,
+    choose_tile,
+    lowered_allocations,
+    pick_anchor,
+    tile_footprint,
+)
 
 FAKE_SPEC = HardwareSpec("fake", num_cores=2, vector_bytes=16, fast_memory_bytes=2048,
                          vector_registers=16)

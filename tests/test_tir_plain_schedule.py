@@ -2,9 +2,9 @@
 
 import pytest
 import tvm
+from tir_cases import fused, plain_expected, reductions
 from tvm import s_tir
 
-from tir_cases import fused, plain_expected, reductions
 from tvm_fusion_ext.hardware import HardwareSpec
 from tvm_fusion_ext.tir_passes import PlainSchedule
 

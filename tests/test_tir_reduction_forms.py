@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import tvm
+from tir_cases import reductions
 from tvm import s_tir
 
-from tir_cases import reductions
 from tvm_fusion_ext.tir_passes import ReductionForm, canonicalize_reduction, reduction_form
 
 CASES = [

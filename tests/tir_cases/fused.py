@@ -1,3 +1,4 @@
+# ruff: noqa  (TVMScript printed by TVM; kept as printed)
 """Fused PrimFuncs as stock FuseOps + FuseTIR produce them (small shapes), and one hand-fused
 reduction -> divide chain (APOLLO section 4.2 stitching). Inputs of the TIR schedule tests."""
 

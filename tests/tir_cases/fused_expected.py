@@ -1,3 +1,4 @@
+# ruff: noqa  (TVMScript printed by TVM; kept as printed)
 """Expected output of ``AnchorLoopFusion`` under ``FAKE_SPEC`` for each case of ``fused.py``.
 
 Generated once from the rule, then read and checked by hand against GraphTurbo section 4.1

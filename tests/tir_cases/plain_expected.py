@@ -1,3 +1,4 @@
+# ruff: noqa  (TVMScript printed by TVM; kept as printed)
 """Expected output of ``PlainSchedule`` (2 cores, 128-bit vectors) for ``reductions.elementwise``
 and ``fused.sum_divide``: outer spatial loops fused and parallel, inner spatial loop vectorised,
 each block in its own loop nest."""

@@ -1,3 +1,4 @@
+# ruff: noqa  (TVMScript printed by TVM; kept as printed)
 """Reduction loop nests for the canonical-form tests (APOLLO section 4.1, Listings 3-5)."""
 
 from tvm.script import tirx as T

@@ -18,9 +18,9 @@ key with :func:`register_spec`; :func:`spec_for_target` dispatches on ``target.k
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import tvm
 
@@ -52,7 +52,7 @@ class CPUSpec(HardwareSpec):
     l3_bytes: int = 8 * 1024 * 1024
 
     @classmethod
-    def from_target(cls, target: tvm.target.Target | None = None) -> "CPUSpec":
+    def from_target(cls, target: tvm.target.Target | None = None) -> CPUSpec:
         """Read core count, vector width and cache sizes from ``target`` and the host machine."""
         target = _as_target(target)
         caches = _host_caches()
@@ -154,6 +154,6 @@ def _vector_bits(target: tvm.target.Target | None) -> int:
         try:
             if codegen.llvm_cpu_has_features(feature, target):
                 return bits
-        except Exception:  # noqa: BLE001 - feature names unknown to this LLVM triple
+        except Exception:  # noqa: BLE001, S112 - feature names unknown to this LLVM triple
             continue
     return 128

@@ -54,7 +54,7 @@ class BlockInfo:
         reduce_vars = [iv.var for iv in self.block.iter_vars if iv.iter_type == REDUCE]
         operands = self.operand_reads
         return len(operands) >= 2 and all(
-            any(_uses(rg.min, reduce_vars) for rg in read.region) for read in operands)
+            any(uses_any(rg.min, reduce_vars) for rg in read.region) for read in operands)
 
     @property
     def operand_reads(self) -> list:
@@ -91,12 +91,12 @@ class BlockInfo:
         iter an operand walked by the vector loop does not use, so that operand's vector load is
         reused across it (``i`` of a matmul, output channel ``f`` of a conv)."""
         vec_var = self.loop_iters[vector_pos].var
-        streamed = [r for r in self.operand_reads if any(_uses(rg.min, [vec_var]) for rg in r.region)]
+        streamed = [r for r in self.operand_reads if any(uses_any(rg.min, [vec_var]) for rg in r.region)]
         for pos in reversed(self.spatial_positions):
             if pos == vector_pos or self.extents[pos] <= 1:
                 continue
             var = self.loop_iters[pos].var
-            if any(not any(_uses(rg.min, [var]) for rg in r.region) for r in streamed):
+            if any(not any(uses_any(rg.min, [var]) for rg in r.region) for r in streamed):
                 return pos
         return None
 
@@ -218,7 +218,7 @@ def _candidates(extent: int, multiple: int) -> list[int]:
     return [d for d in range(multiple, extent + 1, multiple) if extent % d == 0]
 
 
-def _uses(expr, variables) -> bool:
+def uses_any(expr, variables) -> bool:
     found = []
     tvm_ffi.structural_walk(expr, [(tvm.ir.Var, found.append)])
     return any(any(f.same_as(v) for v in variables) for f in found)

@@ -14,6 +14,7 @@ goes to the next rule, or stays as it was. PrimFuncs that already carry ``tirx.i
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import tvm
@@ -25,6 +26,7 @@ from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
 
 UNSCHEDULED = "unscheduled"
+_LOG = logging.getLogger(__name__)
 
 
 @register_pass
@@ -78,6 +80,7 @@ def _first_applicable(func: tirx.PrimFunc, target, rules):
         try:
             sch = rule.apply(func, target, False)
         except Exception:  # noqa: BLE001 - any failure means "decline"; never fail a compile
+            _LOG.debug("rule %s declined after an error", type(rule).__name__, exc_info=True)
             continue
         if sch is not None:
             return sch.mod["main"], type(rule).__name__

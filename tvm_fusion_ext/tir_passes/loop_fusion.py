@@ -34,8 +34,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir import dlight as dl
 
 from ..hardware import HardwareSpec, spec_for_target
-from .analysis import (REDUCE, BlockInfo, analyze_blocks, choose_tile, pick_anchor,
-                       vector_factor, _uses)
+from .analysis import REDUCE, BlockInfo, analyze_blocks, choose_tile, pick_anchor, uses_any, vector_factor
 
 # Vector registers kept free for operands when sizing the register tile of a contraction.
 _OPERAND_REGISTERS = 4
@@ -110,9 +109,9 @@ def _inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: 
         if not any(info.block.writes[0].source.same_as(b) for b in intermediates):
             continue
         rv = sch.get_sblock(info.name)
-        if names.index(info.name) < anchor_at:
-            if info.is_padding or (len(sch.get_consumers(rv)) != 1 and not info.is_copy):
-                continue
+        before_anchor = names.index(info.name) < anchor_at
+        if before_anchor and (info.is_padding or (len(sch.get_consumers(rv)) != 1 and not info.is_copy)):
+            continue
         _try(sch.compute_inline, rv)
 
 
@@ -158,7 +157,7 @@ def _row_positions(anchor: BlockInfo, producers: list[BlockInfo]) -> list[int]:
     rows = []
     for pos, iv in enumerate(anchor.loop_iters):
         indexes_all = all(
-            any(_uses(rg.min, [iv.var]) for rg in read.region)
+            any(uses_any(rg.min, [iv.var]) for rg in read.region)
             for read in anchor.operand_reads if any(read.source.same_as(d) for d in derived))
         if not indexes_all:
             break
@@ -235,7 +234,7 @@ def _vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
     realize = _realize_of(sch, sch.get(rv).name_hint)
     block = realize.block
     for iv, value in zip(block.iter_vars, realize.iter_values):
-        if iv.iter_type != 0 and _uses(value, [loop.loop_var]):
+        if iv.iter_type != 0 and uses_any(value, [loop.loop_var]):
             return
     extent = int(loop.extent)
     width = vector_factor(extent, lanes)
