@@ -5,6 +5,7 @@ every fusion pipeline (``relax_pipeline="tvm_fusion_ext.<name>"``). Importing tw
 """
 
 from .pipelines import fusion_names, fusion_pipeline, pipeline, register_fusion
+from .relax_passes.materialize_partition import MaterializePartition
 
-__all__ = ["fusion_names", "fusion_pipeline", "pipeline", "register_fusion"]
+__all__ = ["MaterializePartition", "fusion_names", "fusion_pipeline", "pipeline", "register_fusion"]
 __version__ = "0.1.0"

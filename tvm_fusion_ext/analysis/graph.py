@@ -14,9 +14,10 @@ on hand-made graphs: :meth:`DataflowGraph.from_edges` builds one without any IR.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
+import numpy as np
 import tvm
 from tvm import relax, tirx
 
@@ -106,7 +107,7 @@ class DataflowGraph:
     def from_edges(cls, types: dict[str, PrimitiveType | str], edges: Iterable[tuple[str, str]],
                    outputs: Iterable[str] = (), patterns: dict[str, OpPattern] | None = None,
                    flops: dict[str, int] | None = None, out_bytes: dict[str, int] | None = None
-                   ) -> "DataflowGraph":
+                   ) -> DataflowGraph:
         """A hand-built graph: node names in ``types`` order (a topological order), edges by name.
 
         Node types may be given as :class:`PrimitiveType` or its value string. ``outputs`` are the
@@ -234,6 +235,19 @@ _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
 _CALL_TIR_INPLACE = tvm.ir.Op.get("relax.call_tir_inplace")
 
 
+def tensor_bytes(ty) -> int:
+    """Bytes of a static tensor type, or the sum over a tuple type; 0 for non-tensors/symbolic."""
+    if isinstance(ty, relax.TupleType):
+        return sum(tensor_bytes(field) for field in ty.fields)
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return 0
+    try:
+        elems = int(np.prod([int(d) for d in ty.shape.values]))
+    except TypeError:
+        return 0
+    return elems * tvm.runtime.DataType(str(ty.dtype)).bits // 8
+
+
 def _static_shape(ty) -> tuple[int, ...] | None:
     if not isinstance(ty, relax.TensorType) or ty.shape is None:
         return None
@@ -280,8 +294,16 @@ def build_graphs(mod: tvm.IRModule, func_name: str = "main") -> list[DataflowGra
     if not isinstance(body, relax.SeqExpr):
         return []
     used_later = _vars_used_after(body)
-    return [_block_graph(mod, func_name, i, block, used_later[i])
+    packed = _packed_params(func)
+    return [_block_graph(mod, func_name, i, block, used_later[i], packed)
             for i, block in enumerate(body.blocks) if isinstance(block, relax.DataflowBlock)]
+
+
+def _packed_params(func: relax.Function) -> set:
+    """Parameters after the function's ``num_input`` attribute (packed weights, as FuseOps'
+    ``GraphCreator`` calls them): a tuple-get-item of one is opaque, so weight unpacking never fuses."""
+    num_input = (func.attrs or {}).get("num_input")
+    return set() if num_input is None else set(list(func.params)[int(num_input):])
 
 
 def _vars_used_after(body: relax.SeqExpr) -> list[set]:
@@ -295,14 +317,13 @@ def _vars_used_after(body: relax.SeqExpr) -> list[set]:
     return used_after
 
 
-def _block_graph(mod, func_name, block_index, block, used_later) -> DataflowGraph:
+def _block_graph(mod, func_name, block_index, block, used_later, packed_params) -> DataflowGraph:
     bindings = list(block.bindings)
     position = {b.var: i for i, b in enumerate(bindings)}
     nodes = []
     for i, binding in enumerate(bindings):
-        node = _make_node(mod, i, binding)
-        value = binding.value if isinstance(binding, relax.VarBinding) else binding.value
-        for var in _used_vars(value):
+        node = _make_node(mod, i, binding, packed_params)
+        for var in _used_vars(binding.value):
             producer = position.get(var)
             if producer is not None and producer < i and producer not in node.inputs:
                 node.inputs.append(producer)
@@ -311,15 +332,13 @@ def _block_graph(mod, func_name, block_index, block, used_later) -> DataflowGrap
     return DataflowGraph(nodes, func_name, block_index, bindings)
 
 
-def _make_node(mod: tvm.IRModule, index: int, binding) -> OpNode:
+def _make_node(mod: tvm.IRModule, index: int, binding, packed_params: set) -> OpNode:
     var = binding.var
     tensors = _tensor_types(var.ty)
     shapes = tuple(s for s in (_static_shape(t) for t in tensors) if s is not None)
     dtypes = tuple(str(t.dtype) for t in tensors)
-    from ..testing.verify import tensor_bytes
-
-    common = dict(index=index, name=var.name, shapes=shapes, dtypes=dtypes,
-                  out_bytes=tensor_bytes(var.ty))
+    common = {"index": index, "name": var.name, "shapes": shapes, "dtypes": dtypes,
+              "out_bytes": tensor_bytes(var.ty)}
     value = binding.value
     if isinstance(binding, relax.MatchCast):
         return OpNode(kind=NodeKind.OTHER, pattern=OpPattern.OPAQUE, **common)
@@ -332,7 +351,8 @@ def _make_node(mod: tvm.IRModule, index: int, binding) -> OpNode:
                       classification=classify_prim_func(func),
                       inplace=value.op.same_as(_CALL_TIR_INPLACE), **common)
     if isinstance(value, relax.TupleGetItem):
-        return OpNode(kind=NodeKind.TUPLE_GET_ITEM, pattern=OpPattern.INJECTIVE, **common)
+        pattern = OpPattern.OPAQUE if value.tuple_value in packed_params else OpPattern.INJECTIVE
+        return OpNode(kind=NodeKind.TUPLE_GET_ITEM, pattern=pattern, **common)
     if isinstance(value, relax.Tuple):
         return OpNode(kind=NodeKind.TUPLE, pattern=OpPattern.OPAQUE, **common)
     return OpNode(kind=NodeKind.OTHER, pattern=OpPattern.OPAQUE, **common)

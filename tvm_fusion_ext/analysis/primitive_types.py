@@ -166,11 +166,20 @@ def _is_window(dim: _Dim, spatial: set[int], reduce: set[int]) -> bool:
     return bool(nonzero & spatial) and bool(nonzero & reduce)
 
 
+_ARITH = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.FloorDiv, tirx.Max, tirx.Min, tvm.ir.Call)
+
+
 def _count_arith(expr) -> int:
-    ops = []
-    arith = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.FloorDiv, tirx.Max, tirx.Min, tvm.ir.Call)
-    tvm_ffi.structural_walk(expr, [(arith, ops.append)])
-    return max(1, len(ops))
+    """Arithmetic operations in a stored value: index arithmetic and selects are not counted."""
+    def count(node) -> int:
+        found = []
+        tvm_ffi.structural_walk(node, [(_ARITH, found.append)])
+        return sum(1 for f in found if not (isinstance(f, tvm.ir.Call)
+                                           and getattr(f.op, "name", "") in ("prim.if_then_else", "tirx.if_then_else")))
+
+    loads = []
+    tvm_ffi.structural_walk(expr, [(tvm.ir.TensorLoad, loads.append)])
+    return count(expr) - sum(count(i) for ld in loads for i in ld.indices)
 
 
 def classify_block(block: s_tir.SBlock) -> BlockInfo:

@@ -15,10 +15,11 @@ the emission order of the caller.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 import tvm
+import tvm_ffi
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
@@ -30,8 +31,12 @@ Partitioner = Callable[[DataflowGraph], Iterable[Sequence[int]]]
 _CALL_TIR_OPS = (tvm.ir.Op.get("relax.call_tir"), tvm.ir.Op.get("relax.call_tir_inplace"))
 
 
+@tvm_ffi.register_error("tvm_fusion_ext.PartitionError")
 class PartitionError(ValueError):
-    """A partition that cannot be materialised (overlapping groups, cycles, unfusible bindings)."""
+    """A partition that cannot be materialised (overlapping groups, cycles, unfusible bindings).
+
+    Registered with the FFI so it keeps its type when raised inside a pass.
+    """
 
 
 def validate_partition(graph: DataflowGraph, groups: Iterable[Sequence[int]]) -> list[list[int]]:
@@ -118,7 +123,7 @@ class _GroupFunction:
                 self.name += "_" + value.op.name
             elif isinstance(value.op, tvm.ir.GlobalVar):
                 callee = value.op.name_hint
-                self.name += "_" + (callee[len("fused_"):] if callee.startswith("fused_") else callee)
+                self.name += "_" + (callee.removeprefix("fused_"))
             for arg in value.args:
                 for item in (arg.fields if isinstance(arg, relax.Tuple) else [arg]):
                     self._update_param(item, outer_bindings)
@@ -345,10 +350,7 @@ class _GroupRewriter(PyExprMutator):
         position = {b.var: i for i, b in enumerate(graph.bindings)}
         for i, binding in enumerate(graph.bindings):
             current = group_of[i] if group_of[i] is not None else ("node", i)
-            used = []
-            relax.analysis.post_order_visit(
-                binding.value, lambda e: used.append(e) if isinstance(e, relax.Var) else None)
-            for var in used:
+            for var in _vars_in_use_order(binding.value):
                 p = position.get(var)
                 if p is None:
                     continue
@@ -405,6 +407,13 @@ class MaterializePartition:
             rewriter.builder_.update_func(gvar, new_func)
             mod = rewriter.builder_.get()
         return mod
+
+
+def _vars_in_use_order(expr) -> list:
+    """Every use of a Var in ``expr``, in ``PostOrderVisit`` order (repeats kept, as FuseOps does)."""
+    used = []
+    relax.analysis.post_order_visit(expr, lambda e: used.append(e) if isinstance(e, relax.Var) else None)
+    return used
 
 
 def _is_primitive_or_external(func: relax.Function) -> bool:

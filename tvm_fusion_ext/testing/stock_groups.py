@@ -54,13 +54,14 @@ def _tag_callees(mod: tvm.IRModule, func_name: str):
                 # The attribute keeps the copies apart (add_func reuses structurally equal ones).
                 gvar = builder.add_func(mod[value.args[0]].with_attr("tvm_fusion_ext.copy", tag), tag)
                 owners[tag] = (block_index, i)
-                value = relax.Call(value.op, [gvar, *value.args[1:]], value.attrs, value.ty_args)
+                value = builder.normalize(
+                    relax.Call(value.op, [gvar, *value.args[1:]], value.attrs, value.ty_args))
                 binding = relax.VarBinding(binding.var, value)
             bindings.append(binding)
         block_type = relax.DataflowBlock if isinstance(block, relax.DataflowBlock) else relax.BindingBlock
         new_blocks.append(block_type(bindings))
     new_body = relax.SeqExpr(new_blocks, func.body.body)
-    new_mod = builder.get()
+    new_mod = tvm.IRModule(dict(builder.get().functions_items()), attrs=mod.attrs)
     new_mod[func_name] = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs)
     return new_mod, owners
 

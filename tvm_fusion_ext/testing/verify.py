@@ -16,6 +16,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from ..analysis.graph import tensor_bytes
+
 # Absolute and relative tolerance per output dtype.
 TOLERANCES = {
     "float16": (1e-2, 1e-2),
@@ -63,7 +65,7 @@ def random_inputs(func: relax.Function, seed: int = 0) -> list[np.ndarray]:
 
 
 def _random_array(rng, shape, dtype: str) -> np.ndarray:
-    if dtype.startswith("float") or dtype.startswith("bfloat"):
+    if dtype.startswith(("float", "bfloat")):
         values = rng.uniform(-1.0, 1.0, size=shape)
         values = np.where(np.abs(values) < 1e-3, 0.5, values)
         return values.astype(dtype)
@@ -146,16 +148,3 @@ def count_kernels(mod: tvm.IRModule, func_name: str = "main") -> int:
 
 def boundary_bytes(mod: tvm.IRModule, func_name: str = "main") -> int:
     return kernel_traffic(mod, func_name).boundary_bytes
-
-
-def tensor_bytes(ty) -> int:
-    """Bytes of a static tensor type, or the sum over a tuple type; 0 for non-tensors/symbolic."""
-    if isinstance(ty, relax.TupleType):
-        return sum(tensor_bytes(field) for field in ty.fields)
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        return 0
-    try:
-        elems = int(np.prod([int(d) for d in ty.shape.values]))
-    except TypeError:
-        return 0
-    return elems * tvm.runtime.DataType(str(ty.dtype)).bits // 8

@@ -1,0 +1,6 @@
+"""Shared pytest configuration: make ``tests/cases`` importable as ``cases``."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))

@@ -1,0 +1,53 @@
+"""Registration conventions: passes as global functions, fusion strategies as named pipelines."""
+
+import importlib
+
+import numpy as np
+import pytest
+import tvm
+from cases import foundation
+from tvm import relax
+
+import tvm_fusion_ext
+from tvm_fusion_ext.testing import verify
+
+
+def test_import_twice_and_reload_are_harmless():
+    importlib.reload(tvm_fusion_ext.pipelines)
+    importlib.reload(tvm_fusion_ext)
+    assert {"none", "stock"} <= set(tvm_fusion_ext.fusion_names())
+
+
+def test_passes_are_global_functions():
+    make = tvm.get_global_func("tvm_fusion_ext.MaterializePartition")
+    pass_ = make(lambda graph: [])
+    assert isinstance(pass_, tvm.transform.Pass)
+
+
+@pytest.mark.parametrize("name", ["none", "stock"])
+def test_pipelines_are_registered_for_tvm_compile(name):
+    assert f"tvm_fusion_ext.{name}" in relax.pipeline.PIPELINE_MAP
+    ex = tvm.compile(foundation.ConvBiasReluSoftmax, "llvm", relax_pipeline=f"tvm_fusion_ext.{name}")
+    inputs = verify.random_inputs(foundation.ConvBiasReluSoftmax["main"])
+    (out,) = verify.run(ex, inputs)
+    np.testing.assert_allclose(out.sum(axis=1), np.ones((1, 8, 8)), rtol=1e-5)  # softmax rows
+
+
+def test_fusion_changes_only_the_kernel_count():
+    none = tvm_fusion_ext.fusion_pipeline("none")(foundation.ConvBiasReluSoftmax)
+    stock = tvm_fusion_ext.fusion_pipeline("stock")(foundation.ConvBiasReluSoftmax)
+    assert verify.count_kernels(none) == 4 and verify.count_kernels(stock) == 2
+    assert verify.boundary_bytes(stock) < verify.boundary_bytes(none)
+    assert verify.assert_same_as_unfused(foundation.ConvBiasReluSoftmax, "stock") < 1e-5
+
+
+def test_unknown_strategy_and_policy_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown fusion strategy 'nope'"):
+        tvm_fusion_ext.pipeline("nope")
+    with pytest.raises(ValueError, match="unknown scheduling policy"):
+        tvm_fusion_ext.pipelines.schedule_passes(tvm.target.Target("llvm"), "fast")
+
+
+def test_random_inputs_are_never_all_zero():
+    for arr in verify.random_inputs(foundation.ConvBiasReluSoftmax["main"], seed=0):
+        assert np.count_nonzero(arr) == arr.size
