@@ -15,6 +15,7 @@ the emission order of the caller.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +28,8 @@ from ..analysis.graph import DataflowGraph, build_graphs
 from ..registration import register_pass
 
 Partitioner = Callable[[DataflowGraph], Iterable[Sequence[int]]]
+
+_LOG = logging.getLogger(__name__)
 
 _CALL_TIR_OPS = (tvm.ir.Op.get("relax.call_tir"), tvm.ir.Op.get("relax.call_tir_inplace"))
 
@@ -192,6 +195,13 @@ class _GroupFunction:
                 new_var = builder.emit(new_value, name_hint=binding.var.name)
             substitute.var_map[binding.var] = new_var
         block = builder._end_block()
+        if not outputs:
+            # A group nothing uses: FuseOps drops its bindings (and warns) instead of creating a
+            # function.
+            _LOG.warning("There are dead codes in the current IRModule, please run the "
+                         "DeadCodeElimination Pass before FuseOps")
+            self.function = None
+            return
         body = outputs[0] if len(outputs) == 1 else relax.Tuple(outputs)
         body = builder.normalize(relax.SeqExpr([block], builder.normalize(body)))
         attrs = {"Primitive": True}
@@ -320,6 +330,8 @@ class _GroupRewriter(PyExprMutator):
                 self.visit_binding(binding)
                 continue
             function = functions[gi]
+            if function.function is None:  # a dead group: its bindings go away
+                continue
             outputs = function.outputs
             if len(outputs) > 1 and any(o.same_as(binding.var) for o in outputs):
                 pending.setdefault(gi, []).append(binding.var)

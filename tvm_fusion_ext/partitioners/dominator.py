@@ -1,0 +1,305 @@
+"""Dominator-tree operator fusion: TVM's ``GraphPartitioner`` (forward), its mirror (backward), both.
+
+**Forward** is a line-for-line port of Relax ``FuseOps``' partitioner
+(``src/relax/analysis/graph_partitioner.cc``: ``GraphPartitioner::Partition``, ``RunFuse``,
+``CheckPath``, ``CommitFuse``, ``MergeFromTo``, ``CountFusedNodesWithNewChild``; the dominator
+tree's aggregated edge pattern from ``DominatorTree::GetNode`` / ``LeastCommonAncestor``), over the
+shared graph view. Each node, in topological order, tries to join its immediate post-dominator
+(tvm-backward-operator-fusion section 4), in three phases:
+
+* phase 0: a kOutEWiseFusable node (conv, matmul) joins an element-wise post-dominator when every
+  op on the way is at most broadcast; an element-wise / broadcast node joins a post-dominator whose
+  edge pattern is injective or a reduction, through injective ops, into any fusable sink;
+* phase 1: injective nodes join an injective post-dominator through injective ops (and phase 0's
+  element-wise rule runs again);
+* phase 2: injective nodes join an intermediate tuple (Relax's graph has no kTuple nodes - a tuple
+  binding is opaque, as in ``GraphCreator`` - so this only acts on hand-built graphs).
+
+A reduction never starts a fusion; opaque nodes never fuse; a node used after the block has no
+post-dominator; a fusion is refused when the fused group would exceed ``max_depth`` nodes. FuseOps
+calls the partitioner with ``max_function_args = 0``, which switches the argument-count limit and its
+postponed fusions off, so those parts are not ported. With ``opt_level == 0`` nothing fuses.
+
+**Backward** (section 5 of the paper) runs the same three phases on the reversed DAG: nodes are tried
+in reverse topological order, each joining its immediate *pre*-dominator
+(:meth:`DataflowGraph.pre_dominators`); ``CheckPath`` / ``CommitFuse`` walk inputs instead of
+outputs, and the aggregated edge pattern of the pre-dominator tree is that of the ops between the
+node and its pre-dominator (the pre-dominator included). Reading the forward rules with producer and
+consumer swapped gives the mirrored rules (the paper's "framework from forward fusion", section 7):
+
+* a conv / matmul joins an element-wise producer chain ending at its pre-dominator (its prologue)
+  when every op on the way is element-wise and at most broadcast;
+* an element-wise / broadcast op joins its pre-dominator through injective ops when the
+  pre-dominator is any fusable kind: the epilogue of a conv / matmul, a reduction or an injective op;
+* an injective op joins an injective pre-dominator through injective ops (phase 1);
+* a reduction never starts a fusion, so it never takes its own producers in; opaque ops never fuse.
+
+Function parameters and constants are not nodes of the graph view, so they do not count as
+predecessors: an op reading a weight still has the in-block producer of its activation as
+pre-dominator. Every group is something ``FuseTIR`` compiles to one correct PrimFunc: only
+``call_tir`` and tuple-get-item bindings join (every other binding is opaque), and two guards, the
+mirrors of the invariants forward keeps by construction (``CombinePattern``'s "cannot merge two
+complex groups" check and ``OperatorFusor``'s cyclic-dependency check), refuse a backward fusion
+that would put two complex ops (kOutEWiseFusable or kCommReduce) in one group or make a group
+non-convex (a path leaving it and coming back, i.e. a cycle between kernels).
+
+**Both** (section 7, item 2) runs forward, then backward over the forward groups (the same
+union-find, guarded the same way). Fusion only ever merges groups, so "both" never has more kernels
+than forward, and the convexity guard keeps it free of cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..analysis.graph import DataflowGraph, OpPattern
+
+FORWARD, BACKWARD, BOTH = "forward", "backward", "both"
+DIRECTIONS = (FORWARD, BACKWARD, BOTH)
+MAX_FUSED_OPS = 256  # kMaxFusedOps in src/relax/transform/fuse_ops.cc
+
+_COMPLEX = (OpPattern.COMM_REDUCE, OpPattern.OUT_EWISE_FUSABLE)
+
+PathCondition = Callable[[OpPattern, bool], bool]
+
+
+def _injective_path(kind: OpPattern, is_sink: bool) -> bool:
+    return kind <= OpPattern.INJECTIVE
+
+
+def _broadcast_path(kind: OpPattern, is_sink: bool) -> bool:
+    return kind <= OpPattern.BROADCAST
+
+
+def _elemwise_into_anchor(kind: OpPattern, is_sink: bool) -> bool:
+    """Element-wise / broadcast source: injective ops on the way, any fusable kind as the sink."""
+    if not is_sink:
+        return kind <= OpPattern.INJECTIVE
+    return (kind <= OpPattern.BROADCAST or kind == OpPattern.COMM_REDUCE
+            or kind == OpPattern.INJECTIVE or kind == OpPattern.OUT_EWISE_FUSABLE)
+
+
+class _Group:
+    """``GraphPartitioner::Group``: a union-find node with the group's pattern and size."""
+
+    __slots__ = ("anchor", "members", "num_nodes", "parent", "pattern")
+
+    def __init__(self, node: int, pattern: OpPattern):
+        self.parent: _Group | None = None
+        self.pattern = pattern
+        self.anchor = pattern == OpPattern.OUT_EWISE_FUSABLE  # anchor_ref != nullptr
+        self.num_nodes = 1
+        self.members = [node]  # kept on roots only
+
+    def find_root(self) -> _Group:
+        """``Group::FindRoot`` with path compression."""
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        node = self
+        while node is not root:
+            node.parent, node = root, node.parent
+        return root
+
+
+@dataclass(frozen=True)
+class _Orientation:
+    """One orientation of the DAG: the edges walked, the dominator tree and the visiting order."""
+
+    succ: list[list[int]]  # forward: consumers; backward: producers
+    dom: list[int | None]  # immediate post- (forward) or pre- (backward) dominator
+    dom_pattern: list[OpPattern]  # DominatorTree::Node::pattern, the aggregated edge pattern
+    order: list[int]  # the order RunFuse tries the nodes in
+    guarded: bool  # refuse fusions that break convexity or put two complex ops together
+
+
+def _dom_patterns(graph: DataflowGraph, succ, dom, build_order) -> list[OpPattern]:
+    """Aggregated edge pattern of each node up to its dominator (``DominatorTree::GetNode``).
+
+    An edge carries its consumer's pattern (``GraphCreator::AddEdge``); the pattern of a node is the
+    combination of its edges' patterns and of the tree patterns climbed by ``LeastCommonAncestor``
+    from each successor up to the dominator. Computed from the shared dominator tree, in the order
+    the tree was built (dominators before the nodes they dominate).
+    """
+    patterns = [n.pattern for n in graph.nodes]
+    tree = [OpPattern.OPAQUE] * len(graph)
+    for x in build_order:
+        parent = dom[x]
+        if parent is None:
+            continue
+        acc = OpPattern.ELEMWISE
+        for s in succ[x]:
+            acc = max(acc, patterns[s])
+            y = s
+            while y != parent:
+                acc = max(acc, tree[y])
+                y = dom[y]
+        tree[x] = OpPattern(acc)
+    return tree
+
+
+def _forward(graph: DataflowGraph) -> _Orientation:
+    succ = [list(n.outputs) for n in graph.nodes]
+    dom = graph.post_dominators()
+    order = graph.topological_order()
+    return _Orientation(succ, dom, _dom_patterns(graph, succ, dom, order[::-1]), order, False)
+
+
+def _backward(graph: DataflowGraph) -> _Orientation:
+    succ = [list(n.inputs) for n in graph.nodes]
+    dom = graph.pre_dominators()
+    topo = graph.topological_order()
+    return _Orientation(succ, dom, _dom_patterns(graph, succ, dom, topo), topo[::-1], True)
+
+
+class DominatorPartitioner:
+    """A partitioner (``graph -> groups``) for :class:`MaterializePartition`; see the module doc.
+
+    ``direction`` is ``"forward"`` (Relax FuseOps), ``"backward"`` or ``"both"``; ``opt_level`` 0
+    disables fusion (FuseOps' ``fuse_opt_level``); ``max_depth`` bounds the nodes of a group
+    (``relax.FuseOps.max_depth``).
+    """
+
+    def __init__(self, direction: str = FORWARD, opt_level: int = 2, max_depth: int = MAX_FUSED_OPS):
+        if direction not in DIRECTIONS:
+            raise ValueError(f"unknown direction {direction!r}; expected one of {', '.join(DIRECTIONS)}")
+        self.direction = direction
+        self.opt_level = opt_level
+        self.max_depth = max_depth
+
+    def __call__(self, graph: DataflowGraph) -> list[list[int]]:
+        return _Partition(graph, self.max_depth).run(self.direction, self.opt_level)
+
+
+def dominator_groups(graph: DataflowGraph, direction: str = FORWARD, opt_level: int = 2,
+                     max_depth: int = MAX_FUSED_OPS) -> list[list[int]]:
+    """The multi-node groups of ``graph`` under ``direction``, each sorted, ordered by first node."""
+    return DominatorPartitioner(direction, opt_level, max_depth)(graph)
+
+
+class _Partition:
+    """The state of one ``GraphPartitioner::Partition`` run over one graph."""
+
+    def __init__(self, graph: DataflowGraph, max_depth: int):
+        self.graph = graph
+        self.max_depth = max_depth
+        self.groups = [_Group(n.index, n.pattern) for n in graph.nodes]  # InitGroups
+
+    def run(self, direction: str, opt_level: int) -> list[list[int]]:
+        """``GraphPartitioner::Partition``: three phases per orientation, then the groups."""
+        if opt_level != 0:
+            orientations = {FORWARD: [_forward], BACKWARD: [_backward],
+                            BOTH: [_forward, _backward]}[direction]
+            for make in orientations:
+                orientation = make(self.graph)
+                for phase in range(3):
+                    self._run_fuse(orientation, phase)
+        roots = {id(g.find_root()): g.find_root() for g in self.groups}
+        return sorted((sorted(r.members) for r in roots.values() if r.num_nodes > 1),
+                      key=lambda members: members[0])
+
+    # ---- GraphPartitioner::RunFuse -----------------------------------------------------------
+    def _run_fuse(self, o: _Orientation, phase: int) -> None:
+        for nid in o.order:
+            group_node = self.groups[nid]
+            if group_node.pattern == OpPattern.OPAQUE:
+                continue
+            parent = o.dom[nid]
+            if parent is None:
+                continue
+            if self._count_fused_nodes_with_new_child(o, nid, parent) > self.max_depth:
+                continue
+            dom_parent_group = self.groups[parent]
+            if phase == 2:
+                # Fuse injective ops into intermediate tuples, if any.
+                if group_node.pattern > OpPattern.INJECTIVE:
+                    continue
+                dom_root_group = dom_parent_group.find_root()
+                if dom_root_group.pattern == OpPattern.TUPLE:
+                    continue
+                if (dom_parent_group.pattern == OpPattern.TUPLE
+                        and dom_root_group.pattern <= OpPattern.INJECTIVE):
+                    self._try_fuse(o, nid, parent, _injective_path)
+                continue
+            if group_node.find_root() is dom_parent_group.find_root():
+                continue
+            if dom_parent_group.pattern == OpPattern.TUPLE:
+                continue
+            if group_node.pattern == OpPattern.OUT_EWISE_FUSABLE:
+                if phase == 0 and o.dom_pattern[nid] == OpPattern.ELEMWISE:
+                    self._try_fuse(o, nid, parent, _broadcast_path)
+            elif group_node.pattern <= OpPattern.BROADCAST:
+                if o.dom_pattern[nid] <= OpPattern.INJECTIVE or o.dom_pattern[nid] == OpPattern.COMM_REDUCE:
+                    self._try_fuse(o, nid, parent, _elemwise_into_anchor)
+            elif group_node.pattern in (OpPattern.INJECTIVE, OpPattern.TUPLE) and phase == 1:
+                # Injective fusion waits for phase 1, so that convolutions finish fusing first.
+                self._try_fuse(o, nid, parent, _injective_path)
+            # A reduction (kCommReduce) never starts a fusion.
+
+    def _try_fuse(self, o: _Orientation, src: int, sink: int, fcond: PathCondition) -> None:
+        if self._check_path(o, src, sink, fcond) and (not o.guarded or self._is_safe(o, src, sink)):
+            self._commit_fuse(o, src, sink)
+
+    # ---- paths between a node and its dominator ----------------------------------------------
+    def _walk(self, o: _Orientation, src: int, sink: int) -> list[int]:
+        """Nodes on the paths from ``src`` to ``sink``: ``src`` included, ``sink`` excluded."""
+        seen, stack, order = {src}, [src], []
+        while stack:
+            n = stack.pop()
+            order.append(n)
+            for s in o.succ[n]:
+                if s != sink and s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+        return order
+
+    def _check_path(self, o: _Orientation, src: int, sink: int, fcond: PathCondition) -> bool:
+        """``CheckPath``: every node after ``src`` up to ``sink`` satisfies ``fcond`` (group pattern)."""
+        seen: set[int] = set()
+        stack = list(o.succ[src])
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if not fcond(self.groups[n].find_root().pattern, n == sink):
+                return False
+            if n != sink:
+                stack.extend(o.succ[n])
+        return True
+
+    def _commit_fuse(self, o: _Orientation, src: int, sink: int) -> None:
+        """``CommitFuse``: merge every node from ``src`` up to ``sink`` into ``sink``'s group."""
+        target = self.groups[sink]
+        for n in self._walk(o, src, sink):
+            self._merge_from_to(self.groups[n], target)
+
+    def _count_fused_nodes_with_new_child(self, o: _Orientation, child: int, dom_parent: int) -> int:
+        """``CountFusedNodesWithNewChild``: the target group's size plus the nodes' own group sizes
+        (``CountNodesUptoSink_``) from ``child`` up to ``dom_parent``."""
+        upto_sink = sum(self.groups[n].num_nodes for n in self._walk(o, child, dom_parent))
+        return self.groups[dom_parent].find_root().num_nodes + upto_sink
+
+    @staticmethod
+    def _merge_from_to(child: _Group, parent: _Group) -> None:
+        """``MergeFromTo``: attach ``child``'s root to ``parent``'s root; an anchor (conv / matmul)
+        makes the parent's pattern the combined one."""
+        child, parent = child.find_root(), parent.find_root()
+        if child is parent:
+            return
+        parent.num_nodes += child.num_nodes
+        parent.members.extend(child.members)
+        child.parent = parent
+        if child.anchor:
+            parent.anchor = True
+            parent.pattern = max(child.pattern, parent.pattern)
+
+    # ---- guards of the backward orientation --------------------------------------------------
+    def _is_safe(self, o: _Orientation, src: int, sink: int) -> bool:
+        """Would the fused group hold at most one complex op and stay convex (no cycle)?"""
+        roots = {id(r): r for r in (self.groups[n].find_root()
+                                    for n in [*self._walk(o, src, sink), sink])}
+        union = [m for r in roots.values() for m in r.members]
+        complex_ops = sum(1 for m in union if self.graph.nodes[m].pattern in _COMPLEX)
+        return complex_ops <= 1 and self.graph.group_is_convex(union)
