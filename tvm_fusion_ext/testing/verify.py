@@ -2,6 +2,7 @@
 
 * :func:`build` compiles a Relax module through a named fusion strategy (or any pass) for a target.
 * :func:`random_inputs` makes random, never all-zero inputs for a function's tensor parameters.
+* :func:`max_abs_error` / :func:`max_rel_error` measure output differences without asserting.
 * :func:`assert_same_as_unfused` checks a strategy against the unfused module with per-dtype
   tolerances.
 * :func:`count_kernels` and :func:`boundary_bytes` measure what fusion removes: kernel launches per
@@ -99,6 +100,28 @@ def assert_allclose_by_dtype(actual, expected, context: str = "") -> float:
         np.testing.assert_allclose(a, e, atol=atol, rtol=rtol, err_msg=f"{context}: output {i}")
         if a.size:
             worst = max(worst, float(np.max(np.abs(a.astype("float64") - e.astype("float64")))))
+    return worst
+
+
+def max_abs_error(actual, expected) -> float:
+    """Largest absolute difference over all outputs (shapes must match; no tolerance applied)."""
+    assert len(actual) == len(expected), f"{len(actual)} outputs vs {len(expected)}"
+    worst = 0.0
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        a, e = np.asarray(a), np.asarray(e)
+        assert a.shape == e.shape, f"output {i}: shape {a.shape} vs {e.shape}"
+        if a.size:
+            worst = max(worst, float(np.max(np.abs(a.astype("float64") - e.astype("float64")))))
+    return worst
+
+
+def max_rel_error(actual, expected) -> float:
+    """:func:`max_abs_error` of each output over that output's largest magnitude (worst output)."""
+    assert len(actual) == len(expected), f"{len(actual)} outputs vs {len(expected)}"
+    worst = 0.0
+    for a, e in zip(actual, expected):
+        scale = float(np.max(np.abs(np.asarray(e, dtype="float64")))) if np.size(e) else 0.0
+        worst = max(worst, max_abs_error([a], [e]) / (scale if scale > 0 else 1.0))
     return worst
 
 

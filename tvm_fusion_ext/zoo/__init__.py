@@ -1,0 +1,108 @@
+"""Model zoo: the papers' models and small fusion cases, built in code with random weights.
+
+Every model is an eval-mode ``torch.nn.Module`` with fixed-seed random weights (BatchNorm and
+LayerNorm with non-trivial statistics and affine parameters) and example inputs, reachable as a
+Relax module through both import paths users have::
+
+    model = zoo.load("resnet18", {"image": 64})
+    mod = model.relax("torch")        # torch.export -> from_exported_program
+    mod = model.relax("onnx")         # torch.onnx.export (in memory) -> from_onnx
+    expected = model.reference_outputs()
+
+Importing this package does not import torch; :func:`load` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .registry import MODELS, ModelSpec, get_spec, model_names, parse_model_args
+
+IMPORTERS = ("torch", "onnx")
+
+__all__ = ["IMPORTERS", "MODELS", "ModelSpec", "ZooModel", "get_spec", "load", "model_names",
+           "parse_model_args"]
+
+
+@dataclass
+class ZooModel:
+    """A built zoo model: the torch module, its example inputs and the names ONNX gives them."""
+
+    name: str
+    args: dict
+    module: Any
+    inputs: tuple
+    input_names: list[str]
+
+    def numpy_inputs(self) -> list[np.ndarray]:
+        return [t.numpy() for t in self.inputs]
+
+    def reference_outputs(self) -> list[np.ndarray]:
+        """PyTorch eager outputs on the example inputs, flattened to a list."""
+        import torch
+
+        with torch.no_grad():
+            return flatten_outputs(self.module(*self.inputs))
+
+    def exported_program(self):
+        from .frontends import export_program
+
+        return export_program(self.module, self.inputs)
+
+    def onnx_bytes(self) -> bytes:
+        from .frontends import onnx_bytes
+
+        return onnx_bytes(self.module, self.inputs, self.input_names)
+
+    def relax(self, importer: str = "torch"):
+        """The model as a Relax ``IRModule`` (weights bound as constants) via ``importer``."""
+        from . import frontends
+
+        if importer == "torch":
+            return frontends.relax_from_exported_program(self.exported_program())
+        if importer == "onnx":
+            return frontends.relax_from_onnx(self.onnx_bytes())
+        raise ValueError(f"unknown import path {importer!r}; known: {', '.join(IMPORTERS)}")
+
+
+def load(name: str, args: dict | None = None, seed: int = 0) -> ZooModel:
+    """Build zoo model ``name`` with ``args`` over its defaults; same seed, same weights and inputs."""
+    import torch
+
+    from . import builders
+
+    spec = get_spec(name)
+    unknown = set(args or {}) - set(spec.defaults)
+    if unknown:
+        raise ValueError(f"model {name!r} has no argument(s) {sorted(unknown)}; known: "
+                         f"{', '.join(spec.defaults)}")
+    full = {**spec.defaults, **(args or {})}
+    torch.manual_seed(seed)
+    module, inputs, input_names = getattr(builders, name)(**full)
+    _randomize_normalization(module)
+    return ZooModel(name, full, module.eval(), tuple(inputs), list(input_names))
+
+
+def _randomize_normalization(module) -> None:
+    """Give every BatchNorm non-trivial running stats and every norm layer a non-identity affine."""
+    import torch
+    from torch import nn
+
+    with torch.no_grad():
+        for layer in module.modules():
+            if isinstance(layer, nn.modules.batchnorm._BatchNorm):
+                layer.running_mean.uniform_(-0.2, 0.2)
+                layer.running_var.uniform_(0.5, 2.0)
+            if isinstance(layer, (nn.modules.batchnorm._BatchNorm, nn.LayerNorm)):
+                layer.weight.uniform_(0.5, 1.5)
+                layer.bias.uniform_(-0.2, 0.2)
+
+
+def flatten_outputs(result) -> list[np.ndarray]:
+    """A torch output (tensor or nested tuple/list of tensors) as a flat list of numpy arrays."""
+    if isinstance(result, (tuple, list)):
+        return [array for item in result for array in flatten_outputs(item)]
+    return [result.detach().numpy()]
