@@ -16,8 +16,8 @@ Strategies register themselves with :func:`register_fusion`; each one is then re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import tvm
 from tvm import relax
@@ -39,16 +39,25 @@ class FusionStrategy:
     fusion_passes: FusionPasses
     # Extra pre-processing a strategy needs (e.g. APOLLO's simplifications); said in the description.
     extra_preprocess: FusionPasses | None = None
+    # Extra pre-processing on high-level Relax, before LegalizeOps (e.g. NeoFlow's graph
+    # simplification and parallel fusion, which rewrite Relax ops); said in the description.
+    high_level_preprocess: FusionPasses | None = None
 
 
 _STRATEGIES: dict[str, FusionStrategy] = {}
 
 
-def register_fusion(name: str, description: str, extra_preprocess: FusionPasses | None = None):
-    """Decorator registering ``fn(target) -> [Pass, ...]`` as the fusion step of strategy ``name``."""
+def register_fusion(name: str, description: str, extra_preprocess: FusionPasses | None = None,
+                    high_level_preprocess: FusionPasses | None = None):
+    """Decorator registering ``fn(target) -> [Pass, ...]`` as the fusion step of strategy ``name``.
+
+    ``extra_preprocess`` runs after the shared pre-processing (on legalized ``call_tir``s);
+    ``high_level_preprocess`` runs on high-level Relax ops, just before ``LegalizeOps``.
+    """
 
     def _register(fn: FusionPasses) -> FusionPasses:
-        _STRATEGIES[name] = FusionStrategy(name, description, fn, extra_preprocess)
+        _STRATEGIES[name] = FusionStrategy(name, description, fn, extra_preprocess,
+                                           high_level_preprocess)
         register_relax_pipeline(name, lambda: pipeline(name))
         return fn
 
@@ -66,11 +75,13 @@ def get_strategy(name: str) -> FusionStrategy:
     return _STRATEGIES[name]
 
 
-def preprocess_passes() -> list:
-    """Pre-processing shared by every strategy (TVM's own pre-tuning recipe, before FuseOps)."""
+def preprocess_passes(high_level: list | None = None) -> list:
+    """Pre-processing shared by every strategy (TVM's own pre-tuning recipe, before FuseOps);
+    a strategy's ``high_level`` passes go in just before ``LegalizeOps``."""
     return [
         relax.transform.DecomposeOpsForInference(),
         relax.transform.CanonicalizeBindings(),
+        *(high_level or []),
         relax.transform.LegalizeOps(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
@@ -105,8 +116,9 @@ def fusion_pipeline(name: str, target: tvm.target.Target | None = None) -> tvm.t
     strategy = get_strategy(name)
     target = _resolve_target(target)
     extra = strategy.extra_preprocess(target) if strategy.extra_preprocess else []
+    high = strategy.high_level_preprocess(target) if strategy.high_level_preprocess else []
     return tvm.transform.Sequential(
-        [*preprocess_passes(), *extra, *strategy.fusion_passes(target), relax.transform.FuseTIR(),
+        [*preprocess_passes(high), *extra, *strategy.fusion_passes(target), relax.transform.FuseTIR(),
          relax.transform.DeadCodeElimination()],
         name=f"tvm_fusion_ext.fusion.{name}",
     )
