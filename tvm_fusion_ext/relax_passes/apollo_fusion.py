@@ -1,0 +1,254 @@
+"""``ApolloFusion``: APOLLO's partition and fusion phases as one Relax pass (apollo-fusion.txt).
+
+For every dataflow block, :class:`~tvm_fusion_ext.partitioners.apollo.ApolloPartitioner` runs the
+partition phase (section 3: sub-graph extraction, Algorithm 1 over Table 1) and the enabled fusion
+layers (section 4: Layer I, one kernel per micro-graph; Layer II, Algorithm 2 memory stitching;
+Layer III, Algorithm 3 parallelism stitching), and the shared
+:class:`~.materialize_partition.MaterializePartition` turns the partition into primitive functions
+for ``FuseTIR``. A Layer III group of independent branches becomes one group of independent
+``call_tir``s: ``FuseTIR`` makes it one PrimFunc with one output per branch.
+
+Upward feedback (sections 2, 4.1, 5): every multi-op group is first compiled on its own by the
+downstream compiler (:class:`DownstreamCompiler`: ``FuseTIR``, the default schedule, lowering,
+within a time budget). A group that fails has its composition pattern recorded in the
+:class:`~tvm_fusion_ext.partitioners.apollo.FeedbackStore` (a JSON file when ``feedback_path`` is
+set) and the partition is regenerated with that pattern refused, so the group is split. The next
+run reads the file and never tries the pattern again. Parallel compositions that Cost Model (3)
+rejected are logged in the same file.
+
+The pipelines ``apollo`` (Layers I-III), ``apollo-no-parallel`` (I-II) and ``apollo-no-stitch``
+(I only) reproduce the ablation of Table 3. Their extra pre-processing (section 3) is
+:func:`apollo_preprocess`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import tvm
+from tvm import relax, tirx
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from ..analysis.graph import DataflowGraph, NodeKind
+from ..hardware import HardwareSpec, spec_for_target
+from ..partitioners.apollo import LAYERS, TABLE_1, ApolloPartitioner, FeedbackStore
+from ..partitioners.apollo.micro_graphs import composition_pattern, op_name
+from ..partitioners.apollo.rules import RuleLevel
+from ..pipelines import register_fusion
+from ..registration import register_pass
+from .materialize_partition import MaterializePartition
+from .open_compound_ops import OpenCompoundOps
+
+# Compiling one micro-graph downstream for longer than this is a failure (section 4.1: "cannot
+# finish within a reasonable time"); the pattern is then split.
+DEFAULT_COMPILE_BUDGET_S = 60.0
+
+# Feedback rounds: each failing round forbids at least one new pattern, so this only bounds a
+# downstream compiler that fails differently every time.
+MAX_FEEDBACK_ROUNDS = 16
+
+# A downstream check: (module with the group as its main function, composition pattern) ->
+# None when it compiles, else the reason it does not.
+DownstreamCheck = Callable[[tvm.IRModule, str], "str | None"]
+
+
+@mutator
+class _Remap(PyExprMutator):
+    def __init__(self, vmap: dict):
+        super().__init__()
+        self.vmap = vmap
+
+    def visit_var_(self, var):
+        return self.vmap.get(var, var)
+
+    def visit_dataflow_var_(self, var):
+        return self.vmap.get(var, var)
+
+
+def group_module(mod: tvm.IRModule, graph: DataflowGraph, group: Sequence[int]) -> tvm.IRModule:
+    """A module whose ``main`` runs exactly the bindings of ``group`` (inputs become parameters),
+    with the PrimFuncs they call: what the downstream compiler is asked to compile for one group."""
+    members = sorted(group)
+    bindings = [graph.bindings[i] for i in members]
+    defined = {b.var for b in bindings}
+    inputs = []
+    for b in bindings:
+        for v in relax.analysis.free_vars(b.value):
+            if v not in defined and v not in inputs:
+                inputs.append(v)
+    outputs = [graph.bindings[i].var for i in members
+               if graph.nodes[i].is_block_output or not set(graph.nodes[i].outputs) <= set(members)]
+    outputs = outputs or [bindings[-1].var]
+    params = [relax.Var(v.name, v.ty) for v in inputs]
+    vmap = dict(zip(inputs, params))
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            for b in bindings:
+                vmap[b.var] = bb.emit(_Remap(vmap).visit_expr(b.value), name_hint=b.var.name)
+            result = vmap[outputs[0]] if len(outputs) == 1 else relax.Tuple([vmap[o] for o in outputs])
+            out = bb.emit_output(result)
+        bb.emit_func_output(out)
+    mini = bb.get()
+    for b in bindings:
+        if isinstance(b.value, relax.Call) and isinstance(b.value.args[0], tvm.ir.GlobalVar):
+            mini[b.value.args[0]] = mod[b.value.args[0]]
+    return mini
+
+
+class DownstreamCompiler:
+    """The downstream check of :class:`ApolloFusion`: fuse one group with ``FuseTIR``, schedule it
+    with the default schedule and lower it for ``target`` within ``budget_s`` seconds.
+
+    Results are cached per group (pattern and tensor types), so a pattern repeated across layers
+    of a model is compiled once.
+    """
+
+    def __init__(self, target: tvm.target.Target, spec: HardwareSpec,
+                 budget_s: float = DEFAULT_COMPILE_BUDGET_S):
+        self.target = target
+        self.spec = spec
+        self.budget_s = budget_s
+        self._cache: dict[str, str | None] = {}
+
+    def __call__(self, mini: tvm.IRModule, pattern: str) -> str | None:
+        key = pattern + "|" + str(mini["main"].ty)
+        if key not in self._cache:
+            self._cache[key] = self._compile(mini)
+        return self._cache[key]
+
+    def _compile(self, mini: tvm.IRModule) -> str | None:
+        from ..tir_passes.default_schedule import DefaultSchedule
+
+        start = time.perf_counter()
+        try:
+            fused = tvm.transform.Sequential([
+                MaterializePartition(lambda g: [[n.index for n in g.nodes if n.kind is NodeKind.CALL_TIR]]),
+                relax.transform.FuseTIR(), relax.transform.DeadCodeElimination()])(mini)
+            prims = {gv.name_hint: f for gv, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)}
+            if len(prims) != 1:
+                return f"FuseTIR produced {len(prims)} kernels instead of one"
+            (name, prim), = prims.items()
+            kernel = tvm.IRModule({name: prim.with_attr("global_symbol", name)})
+            with self.target:
+                kernel = DefaultSchedule(self.target, self.spec)(kernel)
+                tvm.compile(kernel, target=self.target)
+        except Exception as err:  # noqa: BLE001 - any downstream failure is feedback, not a crash
+            return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+        elapsed = time.perf_counter() - start
+        if elapsed > self.budget_s:
+            return f"compiling took {elapsed:.1f} s, over the {self.budget_s:.0f} s budget"
+        return None
+
+
+@register_pass
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.ApolloFusion")
+class ApolloFusion:
+    """APOLLO fusion (see the module docstring).
+
+    ``layers``: the fusion layers to run, ``"I"`` required. ``feedback_path``: JSON feedback file
+    read before and written after partitioning (``None``: feedback kept in memory for this run).
+    ``spec``: hardware spec (default: that of the current target). ``downstream``: the check each
+    group must pass (default :class:`DownstreamCompiler`; ``check_downstream=False`` skips it).
+    ``rules``: Table 1, as rule levels. ``stats`` counts rules fired, stitches, feedback splits and
+    Layer II allocations of the last run.
+    """
+
+    def __init__(self, layers: Sequence[str] = LAYERS, feedback_path: str | None = None,
+                 spec: HardwareSpec | None = None, downstream: DownstreamCheck | None = None,
+                 rules: Sequence[RuleLevel] = TABLE_1, check_downstream: bool = True):
+        self.layers = tuple(layers)
+        self.feedback_path = feedback_path
+        self.spec = spec
+        self.downstream = downstream
+        self.rules = tuple(rules)
+        self.check_downstream = check_downstream
+        self.stats: Counter = Counter()
+        self.checked_patterns: list[str] = []
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        target = tvm.target.Target.current(allow_none=True) or tvm.target.Target("llvm")
+        spec = self.spec or spec_for_target(target)
+        store = FeedbackStore(self.feedback_path)
+        check = self.downstream or DownstreamCompiler(target, spec)
+        self.stats = Counter()
+        self.checked_patterns = []
+        for _ in range(MAX_FEEDBACK_ROUNDS):
+            partitioner = ApolloPartitioner(spec, self.layers, self.rules, forbidden=store.forbidden())
+            fused = MaterializePartition(partitioner)(mod)
+            failures = self._check(mod, partitioner, check, store) if self.check_downstream else 0
+            if not failures:
+                break
+            self.stats["feedback_splits"] += failures
+        else:
+            raise RuntimeError(f"APOLLO feedback did not converge in {MAX_FEEDBACK_ROUNDS} rounds")
+        self._count(partitioner, store)
+        store.save()
+        return fused
+
+    def _check(self, mod, partitioner: ApolloPartitioner, check: DownstreamCheck,
+               store: FeedbackStore) -> int:
+        failures = 0
+        for plan in partitioner.plans:
+            for group in plan.groups:
+                if len(group) < 2:
+                    continue
+                pattern = composition_pattern(plan.graph, group)
+                self.checked_patterns.append(pattern)
+                reason = check(group_module(mod, plan.graph, group), pattern)
+                if reason is not None:
+                    store.record_failure(pattern, reason, [op_name(plan.graph, n) for n in sorted(group)])
+                    failures += 1
+        return failures
+
+    def _count(self, partitioner: ApolloPartitioner, store: FeedbackStore) -> None:
+        for plan in partitioner.plans:
+            for merge in plan.state.merges:
+                self.stats[f"rule_{merge[0]}"] += 1
+            self.stats["micro_graphs"] += sum(
+                1 for g in plan.layer1 if any(plan.graph.nodes[n].kind is NodeKind.CALL_TIR for n in g))
+            self.stats["groups"] += len(plan.groups)
+            if plan.memory is not None:
+                for alloc in plan.memory.allocations:
+                    self.stats[f"stitched_{alloc.memory}"] += 1
+            if plan.parallel is not None:
+                for ops, value in plan.parallel.rejected:
+                    store.record_rejected_parallel(
+                        tuple(composition_pattern(plan.graph, op) for op in ops), value)
+                    self.stats["parallel_rejected"] += 1
+
+
+def apollo_preprocess(_target=None) -> list:
+    """Section 3's pre-processing beyond the shared one (which already folds constants): open
+    compound ops (section 3.2), then common-subexpression elimination and dead-code elimination
+    over the opened graph; ``AnnotateTIROpPattern`` types the new PrimFuncs. Algebraic
+    simplification and layout transformation are not done: Relax has no general algebraic
+    simplifier, and legalized TIR already keeps producer and consumer layouts aligned."""
+    return [OpenCompoundOps(), relax.transform.CanonicalizeBindings(),
+            relax.transform.EliminateCommonSubexpr(), relax.transform.DeadCodeElimination(),
+            relax.transform.AnnotateTIROpPattern()]
+
+
+_PREPROCESS_NOTE = ("; extra pre-processing: compound ops opened into primitive ops at the TIR level, "
+                    "CSE and DCE (section 3)")
+
+
+@register_fusion("apollo", "APOLLO: Table 1 micro-graphs (Layer I), memory stitching (Layer II), "
+                 "parallelism stitching (Layer III), with upward feedback" + _PREPROCESS_NOTE,
+                 extra_preprocess=apollo_preprocess)
+def _apollo(target):
+    return [ApolloFusion(("I", "II", "III"))]
+
+
+@register_fusion("apollo-no-parallel", "APOLLO Layers I and II (no parallelism stitching)"
+                 + _PREPROCESS_NOTE, extra_preprocess=apollo_preprocess)
+def _apollo_no_parallel(target):
+    return [ApolloFusion(("I", "II"))]
+
+
+@register_fusion("apollo-no-stitch", "APOLLO Layer I only (Table 1 micro-graphs, no stitching)"
+                 + _PREPROCESS_NOTE, extra_preprocess=apollo_preprocess)
+def _apollo_no_stitch(target):
+    return [ApolloFusion(("I",))]
