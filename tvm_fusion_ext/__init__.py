@@ -10,3 +10,4 @@ from .relax_passes.materialize_partition import MaterializePartition
 __all__ = ["MaterializePartition", "fusion_names", "fusion_pipeline", "pipeline", "register_fusion"]
 __version__ = "0.1.0"
 from .relax_passes import fuse_ops_dominator  # noqa: F401  (registers dominator-* strategies)
+from .relax_passes import apollo_fusion  # noqa: F401  (registers apollo-* strategies)
