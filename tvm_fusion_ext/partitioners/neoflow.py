@@ -1,0 +1,236 @@
+"""NeoFlow's fusion reward and greedy fusion (neoflow-training-compilation section 5.1).
+
+Eq. (4) scores a fusion decision optimistically, in seconds saved::
+
+    R = dT / Pd + dC / Pc + dK * L
+
+``dT`` bytes of data transfer removed, ``dC`` FLOPs removed (negative when the fusion recomputes),
+``dK`` kernel launches removed; ``Pd``, ``Pc``, ``L`` are the device's peak bandwidth, peak compute
+and launch overhead (:class:`~tvm_fusion_ext.hardware.device_costs.DeviceCosts`). A decision with
+``R <= 0`` is refused even under the optimistic assumption.
+
+Two levels:
+
+* :func:`fig6_delta` is Fig. 6's analysis of fusing two single-output operators of a *training*
+  graph, by the fan-in of each (``One``: one input, ``Many``: several), with the forward/backward
+  coupling: removing the intermediate ``B`` in the forward pass also removes its gradient ``gB``
+  in the backward pass, and a ``Many`` consumer needs ``B`` to differentiate its other inputs, so
+  ``B`` must be recomputed there. The figure itself is not in our copy of the paper; the rows
+  below are rebuilt from the text's observations (each holds exactly): One+One removes 4 T_B and
+  adds no computation; One+Many and Many+One remove 4-5 tensors' transfers at the cost of one
+  operation; Many+Many adds one forward and one backward operation and saves transfer only if
+  ``6 T_B > T_D + T_E`` (the producer's inputs ``D``, ``E`` read again to recompute ``B``).
+* :class:`RewardModel` scores merging two groups of an explicit :class:`DataflowGraph` (an inference
+  graph, or a training step whose backward operators are in the graph): the bytes of tensors that
+  stop crossing a kernel boundary, one launch, and the recomputation a consumer that *reuses* its
+  input (matmul, conv: every input element feeds many outputs) forces on a producer fused into it
+  (the "Many" consumer case). Tensors still needed outside the merged group (for instance saved
+  for the backward pass) stay materialised and only their read is saved: that is the coupling.
+
+:class:`GreedyRewardPartitioner` merges, at each step, the adjacent pair of groups with the best
+positive reward ("chooses the decision with the best reward greedily"), and any partitioner can use
+:meth:`RewardModel.profitable` as a filter.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+from dataclasses import dataclass
+
+from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
+from ..hardware.device_costs import DeviceCosts
+
+MAX_GROUP_SIZE = 64  # the most bindings in one fused kernel
+MIN_REWARD = 0.0  # a merge must save strictly more than this (seconds)
+
+
+class Arity(enum.Enum):
+    """Fig. 6's operator categories by fan-in."""
+
+    ONE = "One"
+    MANY = "Many"
+
+
+def arity(fan_in: int) -> Arity:
+    return Arity.ONE if fan_in <= 1 else Arity.MANY
+
+
+@dataclass(frozen=True)
+class FusionDelta:
+    """What a fusion decision removes: bytes transferred, FLOPs computed, kernel launches."""
+
+    bytes: float
+    flops: float
+    kernels: float
+
+    def reward(self, costs: DeviceCosts) -> float:
+        return costs.reward(self.bytes, self.flops, self.kernels)
+
+
+def fig6_delta(producer: Arity, consumer: Arity, t_intermediate: float, op_producer: float,
+               t_producer_inputs: float = 0.0) -> FusionDelta:
+    """Fig. 6: fusing producer ``B = op1(...)`` into consumer ``op2(B, ...)`` in a training graph.
+
+    ``t_intermediate`` is T_B, ``op_producer`` the FLOPs of op1, ``t_producer_inputs`` the bytes of
+    op1's inputs (T_D + T_E for a Many producer). Every case removes one forward and one backward
+    launch and B's store + load in both passes (B and gB: 4 T_B):
+
+    * One + One: nothing recomputed (op2's derivative needs only B's own chain, fused with it);
+    * One + Many: op2's gradient for its other input needs B: op1 is recomputed in the backward
+      kernel (-op1); the backward no longer loads the saved B (+T_B, 5 T_B in all);
+    * Many + One: op2's derivative needs B, recomputed from op1's several inputs, which op1's own
+      gradient kernel loads anyway (-op1, 4 T_B);
+    * Many + Many: B is recomputed in the forward kernel (each op2 output needs a window of B) and
+      in the backward kernel (-2 op1); saved B's loads (2 T_B) are also gone, but recomputation
+      loads op1's inputs again (-(T_D + T_E)): ``6 T_B - (T_D + T_E)``.
+    """
+    t = t_intermediate
+    if producer is Arity.ONE and consumer is Arity.ONE:
+        return FusionDelta(4 * t, 0.0, 2)
+    if producer is Arity.ONE and consumer is Arity.MANY:
+        return FusionDelta(5 * t, -op_producer, 2)
+    if producer is Arity.MANY and consumer is Arity.ONE:
+        return FusionDelta(4 * t, -op_producer, 2)
+    return FusionDelta(6 * t - t_producer_inputs, -2 * op_producer, 2)
+
+
+# Patterns whose kernels read each input element many times (matmul, conv, pooling windows).
+_REUSING = (OpPattern.OUT_EWISE_FUSABLE, OpPattern.COMM_REDUCE)
+
+
+class RewardModel:
+    """Eq. (4) over merges of groups of one :class:`DataflowGraph` (see the module docstring)."""
+
+    def __init__(self, costs: DeviceCosts):
+        self.costs = costs
+
+    def delta(self, graph: DataflowGraph, group_a, group_b) -> FusionDelta:
+        """What merging ``group_a`` and ``group_b`` into one kernel removes."""
+        a, b = set(group_a), set(group_b)
+        union = a | b
+        saved_bytes = 0.0
+        saved_flops = 0.0
+        for src, dst in ((a, b), (b, a)):
+            for p in src:
+                producer = graph.nodes[p]
+                readers = [c for c in producer.outputs if c in dst]
+                if not readers:
+                    continue
+                tensor = producer.out_bytes
+                saved_bytes += tensor  # the other group no longer loads it
+                outside = producer.is_block_output or any(c not in union for c in producer.outputs)
+                if not outside:
+                    saved_bytes += tensor  # and nobody needs it stored
+                for c in readers:
+                    saved_flops -= self._recompute(graph, producer, graph.nodes[c])
+        kernels = 1 if _launches(graph, a) and _launches(graph, b) else 0
+        return FusionDelta(saved_bytes, saved_flops, kernels)
+
+    def reward(self, graph: DataflowGraph, group_a, group_b) -> float:
+        return self.delta(graph, group_a, group_b).reward(self.costs)
+
+    def profitable(self, graph: DataflowGraph, group_a, group_b) -> bool:
+        """The filter other partitioners can apply: is Eq. (4) positive for this merge?"""
+        return self.reward(graph, group_a, group_b) > MIN_REWARD
+
+    @staticmethod
+    def _recompute(graph: DataflowGraph, producer, consumer) -> float:
+        """FLOPs added when ``producer`` is computed inside ``consumer``'s kernel: a reusing consumer
+        (matmul, conv, reduction windows) reads each element ``reuse`` times, so a producer fused
+        into it runs ``reuse`` times unless it is a pure load (FLOPs 0)."""
+        if consumer.pattern not in _REUSING or producer.flops == 0:
+            return 0.0
+        elements = sum(_elements(s) for s in producer.shapes) or 1
+        reuse = consumer.flops / (2.0 * elements)
+        return max(reuse - 1.0, 0.0) * producer.flops
+
+
+def _elements(shape) -> int:
+    count = 1
+    for d in shape:
+        count *= d
+    return count
+
+
+def _launches(graph: DataflowGraph, group) -> bool:
+    """A group launches a kernel iff it holds a ``call_tir`` (tuple plumbing launches nothing)."""
+    return any(graph.nodes[n].kind is NodeKind.CALL_TIR for n in group)
+
+
+def _fusible(node) -> bool:
+    if node.kind is NodeKind.TUPLE_GET_ITEM:
+        return node.pattern is not OpPattern.OPAQUE
+    return node.kind is NodeKind.CALL_TIR and not node.inplace and node.pattern is not OpPattern.OPAQUE
+
+
+class GreedyRewardPartitioner:
+    """Greedy fusion by best reward (section 5.1), as a partitioner for ``MaterializePartition``.
+
+    Starts from one group per fusible binding (a tuple-get-item starts in its tuple producer's
+    group), then repeatedly merges the producer/consumer pair of groups with the highest reward,
+    as long as it is above :data:`MIN_REWARD`, the merged group stays convex and holds at most
+    :data:`MAX_GROUP_SIZE` bindings. ``self.merges`` logs ``(reward, names)`` for every merge made.
+    """
+
+    def __init__(self, model: RewardModel, max_group_size: int = MAX_GROUP_SIZE):
+        self.model = model
+        self.max_group_size = max_group_size
+        self.merges: list[tuple[float, list[str]]] = []
+
+    def __call__(self, graph: DataflowGraph) -> list[list[int]]:
+        group_of: dict[int, int] = {}
+        members: dict[int, set[int]] = {}
+        for node in graph.nodes:
+            if not _fusible(node):
+                continue
+            if node.kind is NodeKind.TUPLE_GET_ITEM:
+                producer = node.inputs[0] if node.inputs else None
+                if producer is not None and producer in group_of:
+                    gid = group_of[producer]
+                    group_of[node.index] = gid
+                    members[gid].add(node.index)
+                continue
+            group_of[node.index] = node.index
+            members[node.index] = {node.index}
+
+        version = {g: 0 for g in members}
+        heap: list = []
+
+        def neighbours(gid):
+            out = set()
+            for n in members[gid]:
+                for m in graph.nodes[n].inputs + graph.nodes[n].outputs:
+                    other = group_of.get(m)
+                    if other is not None and other != gid:
+                        out.add(other)
+            return out
+
+        def push(ga, gb):
+            if len(members[ga]) + len(members[gb]) > self.max_group_size:
+                return
+            r = self.model.reward(graph, members[ga], members[gb])
+            if r > MIN_REWARD:
+                key = (min(ga, gb), max(ga, gb))
+                heapq.heappush(heap, (-r, key, version[ga], version[gb], ga, gb))
+
+        for ga in list(members):
+            for gb in neighbours(ga):
+                if ga < gb:
+                    push(ga, gb)
+
+        while heap:
+            neg_r, _, va, vb, ga, gb = heapq.heappop(heap)
+            if ga not in members or gb not in members or version[ga] != va or version[gb] != vb:
+                continue
+            if graph.merge_creates_cycle(members[ga], members[gb]):
+                continue
+            self.merges.append((-neg_r, sorted(graph.nodes[n].name for n in members[ga] | members[gb])))
+            members[ga] |= members.pop(gb)
+            del version[gb]
+            version[ga] += 1
+            for n in members[ga]:
+                group_of[n] = ga
+            for other in neighbours(ga):
+                push(ga, other)
+        return [sorted(m) for m in members.values() if len(m) > 1]
