@@ -11,3 +11,4 @@ __all__ = ["MaterializePartition", "fusion_names", "fusion_pipeline", "pipeline"
 __version__ = "0.1.0"
 from .relax_passes import fuse_ops_dominator  # noqa: F401  (registers dominator-* strategies)
 from .relax_passes import apollo_fusion  # noqa: F401  (registers apollo-* strategies)
+from .relax_passes import neoflow_fusion  # noqa: F401  (registers the neoflow strategy)
