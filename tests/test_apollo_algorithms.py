@@ -1,0 +1,259 @@
+"""APOLLO's algorithms on hand-built graphs (apollo-fusion.txt sections 3.3, 4.2, 4.3; Appendix A)."""
+
+import pytest
+
+from tvm_fusion_ext.analysis.graph import DataflowGraph
+from tvm_fusion_ext.hardware import HardwareSpec
+from tvm_fusion_ext.partitioners.apollo import (
+    MAX_BRANCHES, TABLE_1, ApolloPartitioner, LoopFacts, MicroGraphs, RooflineCostModel, aggregate,
+    extract_subgraphs, gain, stitch_memory, stitch_parallel, without_rules,
+)
+from tvm_fusion_ext.partitioners.apollo.rules import TABLE_2
+from tvm_fusion_ext.tir_passes.reduction_forms import ReductionForm
+
+SPEC = HardwareSpec("test", num_cores=4, vector_bytes=16, fast_memory_bytes=256 * 1024)
+Y, X = ReductionForm.Y, ReductionForm.X
+
+
+def names(graph, groups):
+    return sorted(sorted(graph.nodes[n].name for n in g) for g in groups)
+
+
+def fig3():
+    """Fig. 3(a): two primitive ops, then LogSoftMax opened into a reduction and a subtraction."""
+    return DataflowGraph.from_edges(
+        {"op1": "element-wise", "op2": "element-wise", "op31": "reduction", "op32": "broadcast"},
+        [("op1", "op2"), ("op2", "op31"), ("op2", "op32"), ("op31", "op32")], outputs=["op32"],
+        out_bytes={"op1": 256, "op2": 256, "op31": 16, "op32": 256})  # 4 rows of 16 floats
+
+
+FIG3_FACTS = {0: LoopFacts((4, 16)), 1: LoopFacts((4, 16)), 2: LoopFacts((4,), Y), 3: LoopFacts((4, 16))}
+
+
+def test_fig3c_groups_and_example_2():
+    graph = fig3()
+    state = aggregate(MicroGraphs(graph))
+    assert names(graph, state.partition()) == [["op1", "op2", "op31"], ["op32"]]
+    # Example 2: the first group comes from rules 1 then 4; nothing aggregates a reduction with
+    # a follow-up op in Table 1, so op32 stays alone.
+    assert [m[0] for m in state.merges] == ["1", "4"]
+
+
+def test_rules_fire_in_priority_order():
+    graph = DataflowGraph.from_edges(
+        {"b0": "broadcast", "r0": "reduction", "e0": "element-wise", "b1": "broadcast",
+         "b2": "broadcast", "e1": "element-wise", "t": "transpose", "m": "matmul", "e2": "element-wise"},
+        [("b0", "r0"), ("e0", "e1"), ("b1", "b2"), ("b2", "e1"), ("e1", "t"), ("t", "m"), ("m", "e2")],
+        outputs=["r0", "e2"])
+    state = aggregate(MicroGraphs(graph))
+    fired = [m[0] for m in state.merges]
+    order = [level[0].name for level in TABLE_1]
+    assert fired == sorted(fired, key=order.index)  # levels in Algorithm 1's line-4 order
+    assert fired == ["1", "2", "3", "5", "6-transpose", "6-matmul"]
+    assert names(graph, state.partition()) == [
+        ["b0", "r0"], ["b1", "b2", "e0", "e1", "t"], ["e2", "m"]]
+
+
+def test_broadcast_into_element_wise_is_rule_2_before_rule_3():
+    graph = DataflowGraph.from_edges({"b": "broadcast", "e": "element-wise", "c": "broadcast"},
+                                     [("b", "e"), ("e", "c")], outputs=["c"])
+    state = aggregate(MicroGraphs(graph))
+    # rule 2 makes {b, e} a broadcast micro-graph, then rule 3 takes c in: recursion on the result type
+    assert [m[0] for m in state.merges] == ["2", "3"]
+    assert names(graph, state.partition()) == [["b", "c", "e"]]
+
+
+def test_removed_rule_stops_its_merges():
+    graph = fig3()
+    state = aggregate(MicroGraphs(graph), without_rules(TABLE_1, "4"))
+    assert names(graph, state.partition()) == [["op1", "op2"], ["op31"], ["op32"]]
+    assert [m[0] for m in state.merges] == ["1"]
+    matmul = DataflowGraph.from_edges({"m": "matmul", "e": "element-wise"}, [("m", "e")], outputs=["e"])
+    assert names(matmul, aggregate(MicroGraphs(matmul)).partition()) == [["e", "m"]]
+    no_mm = without_rules(TABLE_1, "6-matmul")
+    assert names(matmul, aggregate(MicroGraphs(matmul), no_mm).partition()) == [["e"], ["m"]]
+
+
+def test_cycle_creating_merge_is_refused():
+    # a -> b directly and a -> o -> b through an opaque op: fusing a and b would be a cycle
+    graph = DataflowGraph.from_edges({"a": "element-wise", "o": "opaque", "b": "element-wise"},
+                                     [("a", "o"), ("o", "b"), ("a", "b")], outputs=["b"])
+    state = MicroGraphs(graph)
+    assert state.creates_cycle((0, 2)) and not state.can_merge((0, 2))
+    aggregate(state)
+    assert names(graph, state.partition()) == [["a"], ["b"], ["o"]]
+
+
+def test_feedback_forbids_a_pattern():
+    graph = fig3()
+    state = MicroGraphs(graph)
+    full = state.pattern_of((0, 1, 2))
+    state = aggregate(MicroGraphs(graph, forbidden=[full]))
+    assert names(graph, state.partition()) == [["op1", "op2"], ["op31"], ["op32"]]
+
+
+def test_subgraph_extraction_skips_ineligible_nodes():
+    graph = DataflowGraph.from_edges({"a": "element-wise", "b": "element-wise", "c": "element-wise"},
+                                     [("a", "b"), ("b", "c")], outputs=["c"])
+    from tvm_fusion_ext.analysis.graph import NodeKind
+    graph.nodes[1].kind = NodeKind.OTHER  # e.g. a call_dps_packed library call
+    assert extract_subgraphs(graph) == [[0], [2]]
+    assert names(graph, aggregate(MicroGraphs(graph)).partition()) == [["a"], ["b"], ["c"]]
+
+
+# ---- Layer II: Algorithm 2 ----------------------------------------------------------------------
+def test_memory_stitching_rule_7_on_fig3():
+    graph = fig3()
+    state = aggregate(MicroGraphs(graph))
+    report = stitch_memory(state, FIG3_FACTS, SPEC)
+    assert names(graph, state.partition()) == [["op1", "op2", "op31", "op32"]]
+    assert [s[0] for s in report.stitched] == ["7"]
+    # one row of op2's output (16 floats) and of op31's (1 float) fit the fast memory
+    assert sorted(a.tile_bytes for a in report.allocations) == [4, 64]
+    assert {(a.producer, a.memory) for a in report.allocations} == {(1, "local"), (2, "local")}
+
+
+def test_memory_stitching_allocates_global_when_a_tile_does_not_fit():
+    graph = fig3()
+    state = aggregate(MicroGraphs(graph))
+    tiny = HardwareSpec("tiny", num_cores=4, vector_bytes=16, fast_memory_bytes=2)
+    report = stitch_memory(state, FIG3_FACTS, tiny)
+    assert {a.memory for a in report.allocations} == {"global"}
+
+
+def test_memory_stitching_needs_matching_loop_dimensions():
+    graph = fig3()
+    state = aggregate(MicroGraphs(graph))
+    facts = dict(FIG3_FACTS)
+    facts[3] = LoopFacts((16, 4))  # the consumer iterates other rows
+    stitch_memory(state, facts, SPEC)
+    assert names(graph, state.partition()) == [["op1", "op2", "op31"], ["op32"]]
+    state = aggregate(MicroGraphs(graph))
+    facts = dict(FIG3_FACTS)
+    facts[2] = LoopFacts((), ReductionForm.ALL)  # an all-reduce has no rows to share
+    stitch_memory(state, facts, SPEC)
+    assert names(graph, state.partition()) == [["op1", "op2", "op31"], ["op32"]]
+
+
+def two_reductions():
+    return DataflowGraph.from_edges({"r1": "reduction", "e": "element-wise", "r2": "reduction"},
+                                    [("r1", "e"), ("e", "r2")], outputs=["r2"])
+
+
+def test_rule_8_stitches_reductions_of_one_canonical_form():
+    graph = two_reductions()
+    state = aggregate(MicroGraphs(graph), [])  # no Table 1: three micro-graphs
+    facts = {0: LoopFacts((8,), Y), 1: LoopFacts((8,)), 2: LoopFacts((8,), Y)}
+    report = stitch_memory(state, facts, SPEC)
+    assert names(graph, state.partition()) == [["e", "r1", "r2"]]
+    assert [s[0] for s in report.stitched] == ["7", "8"]
+
+
+def test_rule_8_refuses_different_canonical_forms():
+    graph = two_reductions()
+    state = aggregate(MicroGraphs(graph), [])
+    facts = {0: LoopFacts((8,), Y), 1: LoopFacts((8,)), 2: LoopFacts((8,), X)}
+    report = stitch_memory(state, facts, SPEC)
+    assert names(graph, state.partition()) == [["e", "r1"], ["r2"]]
+    assert report.refused_form == [((0, 1), (2,))]
+    # and without rule 8 in Table 2 nothing is even tried
+    state = aggregate(MicroGraphs(graph), [])
+    report = stitch_memory(state, {**facts, 2: LoopFacts((8,), Y)}, SPEC, [TABLE_2[0]])
+    assert names(graph, state.partition()) == [["e", "r1"], ["r2"]]
+
+
+# ---- Layer III: Algorithm 3 and Cost Model (3) --------------------------------------------------
+class GivenCosts:
+    """Example 7's costs: an op's cost alone, and 0.75 * k times that when k ops share the machine."""
+
+    def __init__(self, graph, alone):
+        self.graph, self.alone = graph, alone
+
+    def cost(self, group, share):
+        base = sum(self.alone.get(self.graph.nodes[n].name, 0.0) for n in group)
+        return base if share == 1 else base * 0.75 * share
+
+    def is_compute_bound(self, group):
+        return False
+
+
+def example7():
+    ops = ["op1", "op2", "op3", "op4", "op5"]
+    graph = DataflowGraph.from_edges({"head": "opaque", **{o: "element-wise" for o in ops}},
+                                     [("head", o) for o in ops], outputs=ops)
+    return graph, GivenCosts(graph, {"op3": 10.0, "op1": 8.0, "op5": 6.0, "op2": 3.0, "op4": 2.0})
+
+
+def test_example_7_grouping():
+    graph, model = example7()
+    state = aggregate(MicroGraphs(graph))
+    report = stitch_parallel(state, model)
+    assert names(graph, state.partition()) == [["head"], ["op1", "op3", "op5"], ["op2", "op4"]]
+    tried = [sorted(graph.nodes[n].name for op in ops for n in op) for ops, _ in report.rejected]
+    # m=1, k=5 and k=4 are not profitable; {op3, op1, op5} is, then {op2, op4}
+    assert tried[:2] == [["op1", "op2", "op3", "op4", "op5"], ["op1", "op2", "op3", "op5"]]
+    assert [sorted(graph.nodes[n].name for op in ops for n in op) for ops in report.stitched] == [
+        ["op1", "op3", "op5"], ["op2", "op4"]]
+
+
+def test_gain_is_formula_3():
+    graph, model = example7()
+    ops = [frozenset({graph.index_of(o)}) for o in ("op3", "op1", "op5")]
+    assert gain(model, ops) == pytest.approx(24.0 - 10.0 * 0.75 * 3)
+
+
+def test_parallel_stitching_respects_dependences_and_the_branch_limit():
+    # ten independent chains a_i -> b_i: at most MAX_BRANCHES per virtual tail, never a_i with b_i
+    types, edges = {}, []
+    for i in range(10):
+        types[f"a{i}"] = "opaque"
+        types[f"b{i}"] = "opaque"
+        edges.append((f"a{i}", f"b{i}"))
+    graph = DataflowGraph.from_edges(types, edges, outputs=[f"b{i}" for i in range(10)])
+    model = GivenCosts(graph, {n: 1.0 for n in types})
+    model.cost = lambda group, share: float(len(group)) if share == 1 else 0.5 * len(group)
+    state = MicroGraphs(graph)
+    report = stitch_parallel(state, model)
+    assert report.stitched
+    for group in state.partition():
+        chains = [graph.nodes[n].name[1:] for n in group]
+        assert len(chains) == len(set(chains))  # no chain contributes two dependent ops
+        assert len(group) <= MAX_BRANCHES
+    assert all(not state.creates_cycle([g]) for g in state.groups())
+
+
+def test_compute_bound_ops_are_not_stitched():
+    graph = DataflowGraph.from_edges({"h": "opaque", "m1": "matmul", "m2": "matmul"},
+                                     [("h", "m1"), ("h", "m2")], outputs=["m1", "m2"])
+    state = MicroGraphs(graph)
+    stitch_parallel(state, RooflineCostModel(graph, SPEC))
+    assert names(graph, state.partition()) == [["h"], ["m1"], ["m2"]]
+
+
+def test_roofline_model_prefers_stitching_small_ops():
+    graph = DataflowGraph.from_edges(
+        {"h": "opaque", "s1": "element-wise", "s2": "element-wise", "big": "element-wise"},
+        [("h", "s1"), ("h", "s2"), ("h", "big")], outputs=["s1", "s2", "big"],
+        out_bytes={"s1": 256, "s2": 256, "big": 64 << 20})
+    for name in ("s1", "s2", "big"):
+        node = graph.nodes[graph.index_of(name)]
+        elems = node.out_bytes // 4
+        node.shapes = ((elems,),)
+    model = RooflineCostModel(graph, SPEC)
+    small = [frozenset({graph.index_of("s1")}), frozenset({graph.index_of("s2")})]
+    assert gain(model, small) > 0  # one launch instead of two, nothing slowed down
+    with_big = [frozenset({graph.index_of("big")}), small[0]]
+    assert gain(model, with_big) <= 0  # halving the big op's bandwidth costs more than a launch
+    state = MicroGraphs(graph)
+    stitch_parallel(state, model)
+    assert names(graph, state.partition()) == [["big"], ["h"], ["s1", "s2"]]
+
+
+def test_partitioner_layers():
+    graph = fig3()
+    for layers, expected in [(("I",), [["op1", "op2", "op31"], ["op32"]]),
+                             (("I", "II"), [["op1", "op2", "op31", "op32"]])]:
+        part = ApolloPartitioner(SPEC, layers, facts=lambda g: FIG3_FACTS)
+        assert names(graph, part(graph)) == expected
+    with pytest.raises(ValueError):
+        ApolloPartitioner(SPEC, ("II",))
