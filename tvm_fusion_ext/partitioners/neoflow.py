@@ -38,6 +38,8 @@ import enum
 import heapq
 from dataclasses import dataclass
 
+import tvm
+
 from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
 from ..hardware.device_costs import DeviceCosts
 
@@ -141,16 +143,23 @@ class RewardModel:
         into it runs ``reuse`` times unless it is a pure load (FLOPs 0)."""
         if consumer.pattern not in _REUSING or producer.flops == 0:
             return 0.0
-        elements = sum(_elements(s) for s in producer.shapes) or 1
+        elements = _elements(producer)
         reuse = consumer.flops / (2.0 * elements)
         return max(reuse - 1.0, 0.0) * producer.flops
 
 
-def _elements(shape) -> int:
-    count = 1
-    for d in shape:
-        count *= d
-    return count
+def _elements(node) -> int:
+    """Elements of a node's output(s): from its shapes, else from its bytes (hand-built graphs)."""
+    if node.shapes:
+        total = 0
+        for shape in node.shapes:
+            count = 1
+            for d in shape:
+                count *= d
+            total += count
+        return max(total, 1)
+    itemsize = tvm.runtime.DataType(node.dtypes[0]).bits // 8 if node.dtypes else 4
+    return max(node.out_bytes // max(itemsize, 1), 1)
 
 
 def _launches(graph: DataflowGraph, group) -> bool:
