@@ -1,0 +1,119 @@
+"""Hand-scheduled DSA kernels whose traffic and cycles are derived on paper in test_dsa_simulator.py."""
+
+from tvm.script import tirx as T
+
+TILE = {"dsa.tile": 1, "dsa.cores": 2, "dsa.double_buffer": 1}
+TILE_SINGLE = {"dsa.tile": 1, "dsa.cores": 2, "dsa.double_buffer": 0}
+
+
+@T.prim_func(s_tir=True)
+def gemm_tiled(A: T.Buffer((64, 128), "float32"), B: T.Buffer((128, 64), "float32"),
+               C: T.Buffer((64, 64), "float32")):
+    """C = A @ B; 4 output tiles of 32x32, K staged into LB in 2 chunks of 64 (double-buffered)."""
+    A_lb = T.sblock_alloc_buffer((64, 128), "float32", scope="local.dsa_lb")
+    B_lb = T.sblock_alloc_buffer((128, 64), "float32", scope="local.dsa_lb")
+    C_lb = T.sblock_alloc_buffer((64, 64), "float32", scope="local.dsa_lb")
+    for t in T.serial(4, annotations=TILE):
+        for ko in range(2):
+            for i, k in T.grid(32, 64):
+                with T.sblock("A_lb"):
+                    vi = T.axis.spatial(64, t // 2 * 32 + i)
+                    vk = T.axis.spatial(128, ko * 64 + k)
+                    A_lb[vi, vk] = A[vi, vk]
+            for k, j in T.grid(64, 32):
+                with T.sblock("B_lb"):
+                    vk = T.axis.spatial(128, ko * 64 + k)
+                    vj = T.axis.spatial(64, t % 2 * 32 + j)
+                    B_lb[vk, vj] = B[vk, vj]
+            for i, j, k in T.grid(32, 32, 64):
+                with T.sblock("mm"):
+                    vi = T.axis.spatial(64, t // 2 * 32 + i)
+                    vj = T.axis.spatial(64, t % 2 * 32 + j)
+                    vk = T.axis.reduce(128, ko * 64 + k)
+                    with T.init():
+                        C_lb[vi, vj] = T.float32(0)
+                    C_lb[vi, vj] = C_lb[vi, vj] + A_lb[vi, vk] * B_lb[vk, vj]
+        for i, j in T.grid(32, 32):
+            with T.sblock("C"):
+                vi = T.axis.spatial(64, t // 2 * 32 + i)
+                vj = T.axis.spatial(64, t % 2 * 32 + j)
+                C[vi, vj] = C_lb[vi, vj]
+
+
+@T.prim_func(s_tir=True)
+def ew_chain(A: T.Buffer((64, 256), "float32"), B: T.Buffer((64, 256), "float32"),
+             D: T.Buffer((64, 256), "float32")):
+    """D = max(A * B + 1, 0) in 4 row tiles of 16; the product stays in LB."""
+    A_lb = T.sblock_alloc_buffer((64, 256), "float32", scope="local.dsa_lb")
+    B_lb = T.sblock_alloc_buffer((64, 256), "float32", scope="local.dsa_lb")
+    P_lb = T.sblock_alloc_buffer((64, 256), "float32", scope="local.dsa_lb")
+    D_lb = T.sblock_alloc_buffer((64, 256), "float32", scope="local.dsa_lb")
+    for t in T.serial(4, annotations=TILE_SINGLE):
+        for i, j in T.grid(16, 256):
+            with T.sblock("A_lb"):
+                vi = T.axis.spatial(64, t * 16 + i)
+                vj = T.axis.spatial(256, j)
+                A_lb[vi, vj] = A[vi, vj]
+        for i, j in T.grid(16, 256):
+            with T.sblock("B_lb"):
+                vi = T.axis.spatial(64, t * 16 + i)
+                vj = T.axis.spatial(256, j)
+                B_lb[vi, vj] = B[vi, vj]
+        for i, j in T.grid(16, 256):
+            with T.sblock("mul"):
+                vi = T.axis.spatial(64, t * 16 + i)
+                vj = T.axis.spatial(256, j)
+                P_lb[vi, vj] = A_lb[vi, vj] * B_lb[vi, vj]
+        for i, j in T.grid(16, 256):
+            with T.sblock("add_relu"):
+                vi = T.axis.spatial(64, t * 16 + i)
+                vj = T.axis.spatial(256, j)
+                D_lb[vi, vj] = T.max(P_lb[vi, vj] + T.float32(1), T.float32(0))
+        for i, j in T.grid(16, 256):
+            with T.sblock("D"):
+                vi = T.axis.spatial(64, t * 16 + i)
+                vj = T.axis.spatial(256, j)
+                D[vi, vj] = D_lb[vi, vj]
+
+
+@T.prim_func(s_tir=True)
+def spill_to_gb(A: T.Buffer((64, 512), "float32"), O: T.Buffer((64, 512), "float32")):
+    """O = exp(A) * 2 with row tiles for exp and column tiles for the product: exp(A) (128 KB,
+    more than an LB) crosses the change of tiling through a GB buffer."""
+    E_gb = T.sblock_alloc_buffer((64, 512), "float32", scope="global.dsa_gb")
+    A_lb = T.sblock_alloc_buffer((64, 512), "float32", scope="local.dsa_lb")
+    E_lb = T.sblock_alloc_buffer((64, 512), "float32", scope="local.dsa_lb")
+    F_lb = T.sblock_alloc_buffer((64, 512), "float32", scope="local.dsa_lb")
+    O_lb = T.sblock_alloc_buffer((64, 512), "float32", scope="local.dsa_lb")
+    for t in T.serial(4, annotations=TILE_SINGLE):
+        for i, j in T.grid(16, 512):
+            with T.sblock("A_lb"):
+                vi = T.axis.spatial(64, t * 16 + i)
+                vj = T.axis.spatial(512, j)
+                A_lb[vi, vj] = A[vi, vj]
+        for i, j in T.grid(16, 512):
+            with T.sblock("exp"):
+                vi = T.axis.spatial(64, t * 16 + i)
+                vj = T.axis.spatial(512, j)
+                E_lb[vi, vj] = T.exp(A_lb[vi, vj])
+        for i, j in T.grid(16, 512):
+            with T.sblock("E_gb"):
+                vi = T.axis.spatial(64, t * 16 + i)
+                vj = T.axis.spatial(512, j)
+                E_gb[vi, vj] = E_lb[vi, vj]
+    for t in T.serial(4, annotations=TILE_SINGLE):
+        for i, j in T.grid(64, 128):
+            with T.sblock("F_lb"):
+                vi = T.axis.spatial(64, i)
+                vj = T.axis.spatial(512, t * 128 + j)
+                F_lb[vi, vj] = E_gb[vi, vj]
+        for i, j in T.grid(64, 128):
+            with T.sblock("scale"):
+                vi = T.axis.spatial(64, i)
+                vj = T.axis.spatial(512, t * 128 + j)
+                O_lb[vi, vj] = F_lb[vi, vj] * T.float32(2)
+        for i, j in T.grid(64, 128):
+            with T.sblock("O"):
+                vi = T.axis.spatial(64, i)
+                vj = T.axis.spatial(512, t * 128 + j)
+                O[vi, vj] = O_lb[vi, vj]

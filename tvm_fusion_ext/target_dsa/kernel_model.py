@@ -1,0 +1,271 @@
+"""What the simulator needs from one kernel, read from its scheduled TIR (no hardware numbers).
+
+A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1, Fig. 1):
+
+* every buffer has a scope: kernel parameters and ``global`` buffers live in DDR,
+  ``global.dsa_gb`` in the cluster's GB, ``local.dsa_lb`` (and other ``local``/``shared``
+  scopes) in a core's LB;
+* a leaf block whose body copies one buffer into another of a different level is a DMA transfer;
+  every other leaf block is compute, mapped to a unit kind: ``matrix`` for a call of the matrix
+  intrinsic (:mod:`.intrinsics`), ``vmac`` for a multiply-accumulate update, ``vector`` otherwise;
+  compute that reads or writes DDR / GB directly is charged as a ``direct`` access of that level;
+* a loop annotated ``dsa.tile`` spreads its iterations (tiles) over ``dsa.cores`` cores; with
+  ``dsa.double_buffer`` the DMA of one tile overlaps the compute of another (section 4.4).
+
+:func:`kernel_model` returns, per top-level statement (a *phase*), the tile count and the events
+of one tile, plus the buffers per scope and the per-core LB footprint. Buffer sizes are the
+compacted ones TVM's own ``CompactBufferAllocation`` computes, i.e. what lowering allocates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import tvm
+from tvm import s_tir, tirx
+
+LEVELS = ("ddr", "gb", "lb")
+TILE = "dsa.tile"
+CORES = "dsa.cores"
+DOUBLE_BUFFER = "dsa.double_buffer"
+MATRIX_CALL_PREFIX = "dsa_mme_gemm"
+
+_ARITH = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod,
+          tirx.Min, tirx.Max, tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.And,
+          tirx.Or, tirx.Not, tirx.Select)
+
+
+def level_of(scope: str) -> str:
+    """Memory level of a storage scope: ``ddr``, ``gb`` or ``lb``."""
+    if scope in ("", "global"):
+        return "ddr"
+    if scope == "global.dsa_gb":
+        return "gb"
+    if scope.startswith(("local", "shared", "warp")):
+        return "lb"
+    return "ddr"
+
+
+def kernel_model(func: tirx.PrimFunc, name: str = "main") -> dict:
+    """The JSON-able model of one scheduled PrimFunc (see the module docstring)."""
+    compact = _compact(func)
+    walker = _Walker({p for p in compact.params})
+    walker.run(compact)
+    written = walker.written_params
+    return {
+        "name": name,
+        "phases": walker.phases,
+        "buffers": {"ddr": len(written), "gb": walker.allocs["gb"], "lb": walker.allocs["lb"]},
+        "footprint": {"lb": walker.footprint["lb"], "gb": walker.footprint["gb"],
+                      "lb_double_buffered": walker.footprint["lb_db"]},
+    }
+
+
+def _compact(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Allocation sites and compacted buffer shapes, as TVM's lowering computes them."""
+    mod = tvm.IRModule({"main": func})
+    mod = tvm.transform.Sequential([
+        s_tir.transform.LowerInitBlock(),
+        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(),
+        s_tir.transform.CompactBufferAllocation(),
+    ])(mod)
+    return mod["main"]
+
+
+class _Phase:
+    def __init__(self):
+        self.instances = 1
+        self.cores = 1
+        self.double_buffer = False
+        self.events: dict[tuple, dict] = {}
+
+    def add(self, key: tuple, **amounts) -> None:
+        event = self.events.setdefault(key, {"kind": key[0], **dict(key[1:]), **dict.fromkeys(amounts, 0)})
+        for field, value in amounts.items():
+            event[field] += value
+
+    def as_dict(self) -> dict:
+        return {"instances": self.instances, "cores": self.cores,
+                "double_buffer": self.double_buffer, "events": list(self.events.values())}
+
+
+class _Walker:
+    def __init__(self, params):
+        self.params = params
+        self.phases: list[dict] = []
+        self.allocs = defaultdict(int)
+        self.footprint = defaultdict(int)
+        self.written_params: set = set()
+        self.dma_destinations: set = set()
+        self.lb_buffers: dict = {}
+
+    def run(self, func: tirx.PrimFunc) -> None:
+        body = func.body
+        root = body.block if isinstance(body, s_tir.SBlockRealize) else None
+        stmts = [body]
+        if root is not None:
+            self._alloc(root)
+            stmts = _seq(root.body)
+        for stmt in stmts:
+            phase = _Phase()
+            self._walk(stmt, phase, trip=1, seq_trip=1, in_tile=False)
+            if phase.events:
+                self.phases.append(phase.as_dict())
+        self.footprint["lb_db"] = sum(
+            size * (2 if key in self.dma_destinations else 1) for key, size in self.lb_buffers.items())
+
+    def _alloc(self, block) -> None:
+        for buf in block.alloc_buffers:
+            level = level_of(buf.scope())
+            size = _bytes(buf)
+            if level in ("gb", "lb"):
+                self.allocs[level] += 1
+                self.footprint[level] += size
+            if level == "lb":
+                self.lb_buffers[_key(buf)] = size
+
+    def _walk(self, stmt, phase: _Phase, trip: int, seq_trip: int, in_tile: bool) -> None:
+        if isinstance(stmt, tirx.SeqStmt):
+            for child in stmt.seq:
+                self._walk(child, phase, trip, trip, in_tile)
+        elif isinstance(stmt, tirx.For):
+            extent = _int(stmt.extent)
+            annotations = dict(stmt.annotations) if stmt.annotations is not None else {}
+            if TILE in annotations and not in_tile:
+                phase.instances = trip * extent
+                phase.cores = int(annotations.get(CORES, 1))
+                phase.double_buffer = bool(int(annotations.get(DOUBLE_BUFFER, 0)))
+                self._walk(stmt.body, phase, 1, 1, True)
+            else:
+                self._walk(stmt.body, phase, trip * extent, seq_trip, in_tile)
+        elif isinstance(stmt, s_tir.SBlockRealize):
+            block = stmt.block
+            self._alloc(block)
+            if _has_child_block(block.body):
+                self._walk(block.body, phase, trip, seq_trip, in_tile)
+            else:
+                self._leaf(block, phase, trip, seq_trip)
+        elif isinstance(stmt, (tirx.IfThenElse,)):
+            self._walk(stmt.then_case, phase, trip, seq_trip, in_tile)
+        elif hasattr(stmt, "body"):
+            self._walk(stmt.body, phase, trip, seq_trip, in_tile)
+
+    def _leaf(self, block, phase: _Phase, trip: int, seq_trip: int) -> None:
+        body = block.body
+        for w in block.writes:
+            if _key(w.source) in {_key(p) for p in self.params}:
+                self.written_params.add(_key(w.source))
+        matrix = _matrix_call(body)
+        if matrix is not None:
+            m, n, k = matrix
+            phase.add(("compute", ("unit_kind", "matrix")), ops=trip * m * n * k)
+            return
+        # After LowerInitBlock a reduction body is [if (first) init; update]: model the update.
+        last = _seq(body)[-1]
+        store = last if isinstance(last, tirx.BufferStore) else None
+        if store is None:
+            phase.add(("compute", ("unit_kind", "vector")), ops=trip)
+            return
+        dst = level_of(store.buffer.scope())
+        value = store.value
+        if isinstance(value, tvm.ir.TensorLoad) and level_of(value.source.scope()) != dst:
+            src = level_of(value.source.scope())
+            nbytes = trip * _elem_bytes(store.buffer)
+            phase.add(("dma", ("src", src), ("dst", dst)), bytes=nbytes, transfers=seq_trip)
+            self.dma_destinations.add(_key(store.buffer))
+            return
+        ops, mac = _count_ops(store)
+        unit = "vmac" if mac else "vector"
+        phase.add(("compute", ("unit_kind", unit)), ops=trip * max(ops, 1))
+        for buf in [store.buffer, *_loaded_buffers(value)]:
+            level = level_of(buf.scope())
+            if level != "lb":
+                phase.add(("direct", ("level", level)), bytes=trip * _elem_bytes(buf))
+
+
+def _seq(stmt) -> list:
+    return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
+
+
+def _has_child_block(stmt) -> bool:
+    found = []
+    tvm_ffi_walk(stmt, s_tir.SBlockRealize, found)
+    return bool(found)
+
+
+def tvm_ffi_walk(node, kind, out: list) -> None:
+    import tvm_ffi
+
+    tvm_ffi.structural_walk(node, [(kind, out.append)], order="pre")
+
+
+def _matrix_call(body):
+    calls = []
+    tvm_ffi_walk(body, tvm.ir.Call, calls)
+    for call in calls:
+        if getattr(call.op, "name", "") == "tirx.call_extern" and \
+                str(call.args[0].value).startswith(MATRIX_CALL_PREFIX):
+            m, n, k = (int(a) for a in call.args[-3:])
+            return m, n, k
+    return None
+
+
+def _count_ops(store) -> tuple[int, bool]:
+    """Operations in one store (arithmetic nodes and intrinsic calls, each counted once) and
+    whether it is a multiply-accumulate update ``x = x + a * b`` (then one operation)."""
+    value = store.value
+    ops = _value_ops(value)
+    mac = (isinstance(value, tirx.Add) and any(
+        isinstance(side, tirx.Mul) for side in (value.a, value.b)) and any(
+        isinstance(side, tvm.ir.TensorLoad) and side.source.same_as(store.buffer)
+        for side in (value.a, value.b)))
+    return (1 if mac else ops), mac
+
+
+def _value_ops(expr) -> int:
+    """Operations on values; index arithmetic inside loads is address generation, not counted."""
+    if isinstance(expr, tvm.ir.TensorLoad):
+        return 0
+    own = 1 if isinstance(expr, (*_ARITH, tvm.ir.Call)) else 0
+    if isinstance(expr, tvm.ir.Call):
+        children = list(expr.args)
+    elif isinstance(expr, tirx.Select):
+        children = [expr.condition, expr.true_value, expr.false_value]
+    elif isinstance(expr, tirx.Not):
+        children = [expr.a]
+    elif hasattr(expr, "a") and hasattr(expr, "b"):
+        children = [expr.a, expr.b]
+    elif isinstance(expr, tirx.Cast):
+        children = [expr.value]
+    else:
+        children = []
+    return own + sum(_value_ops(c) for c in children if isinstance(c, tvm.ir.Expr))
+
+
+def _loaded_buffers(expr) -> list:
+    loads = []
+    tvm_ffi_walk(expr, tvm.ir.TensorLoad, loads)
+    return [load.source for load in loads]
+
+
+def _key(buf):
+    return buf
+
+
+def _elem_bytes(buf) -> int:
+    dtype = tvm.runtime.DataType(str(buf.dtype))
+    return max(1, dtype.bits * dtype.lanes // 8)
+
+
+def _bytes(buf) -> int:
+    return math.prod(_int(d) for d in buf.shape) * _elem_bytes(buf)
+
+
+def _int(value) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, tirx.IntImm):
+        return int(value.value)
+    raise ValueError(f"symbolic extent {value}: the DSA model needs static shapes")

@@ -1,0 +1,133 @@
+"""Deterministic timing model of kernels on a :class:`DSASpec` (documented in ``docs/dsa.md``).
+
+Input: kernel models (:func:`.kernel_model.kernel_model`, one per PrimFunc) and the sequence of
+kernel calls. Everything is integer cycles (exact ``Fraction`` arithmetic, one ``ceil`` per
+event), so hand-computed cases match exactly.
+
+Per phase of a kernel with ``T`` tiles bound to ``P`` cores, ``A = min(T, P)`` cores are active and
+each core runs ``n = ceil(T / P)`` tiles. One tile's events cost:
+
+* DMA ``src -> dst`` of ``B`` bytes in ``x`` transfers: ``ceil(B / r) + x * dma_latency`` with
+  ``r = min(rate(src), rate(dst))``; ``rate(ddr) = ddr_bw / A`` (DDR shared by the active cores),
+  ``rate(gb) = gb_bw / min(A, cores_per_cluster)`` (GB shared within a cluster), ``rate(lb) = lb_bw``;
+  a DMA towards a faster level (DDR -> GB -> LB) is a *load*, the other way a *store*;
+* compute of ``N`` operations on unit ``U``: ``ceil(N / U.ops_per_cycle)``;
+* a *direct* access of ``B`` bytes to DDR/GB by a compute unit: ``ceil(B / rate(level))``,
+  added to the compute time (the unit stalls).
+
+With ``L, C, S`` the load, compute and store cycles of a tile, a core spends ``n * (L + C + S)``
+without double buffering, and with it (GraphTurbo section 4.4, Fig. 13: the DMA of the next
+tile hidden behind the current computation) ``L + C + S + (n - 1) * max(C, L + S)`` on one DMA
+engine, ``L + C + S + (n - 1) * max(L, C, S)`` on two or more. A kernel takes
+``launch_cycles + sum(phases)``; the program is the sum over its kernel calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from fractions import Fraction
+
+from .kernel_model import LEVELS
+from .spec import DSASpec
+
+_ORDER = {level: i for i, level in enumerate(LEVELS)}
+
+
+def phase_cycles(phase: dict, spec: DSASpec, busy: dict | None = None,
+                 traffic: dict | None = None) -> int:
+    """Cycles of one phase; adds unit busy cycles and bytes per level into ``busy``/``traffic``."""
+    tiles = int(phase["instances"])
+    cores = max(1, min(int(phase["cores"]), spec.num_cores))
+    active = max(1, min(tiles, cores))
+    per_core = math.ceil(tiles / cores)
+    rate = {
+        "ddr": spec.bytes_per_cycle("ddr") / active,
+        "gb": spec.bytes_per_cycle("gb") / min(active, spec.cores_per_cluster),
+        "lb": spec.bytes_per_cycle("lb"),
+    }
+    load = store = compute = 0
+    unit_cycles: dict[str, int] = defaultdict(int)
+    tile_bytes: dict[str, int] = defaultdict(int)
+    for event in phase["events"]:
+        kind = event["kind"]
+        if kind == "dma":
+            src, dst, nbytes = event["src"], event["dst"], int(event["bytes"])
+            cycles = math.ceil(Fraction(nbytes) / min(rate[src], rate[dst])) + \
+                int(event["transfers"]) * spec.dma_latency_cycles
+            if _ORDER[dst] > _ORDER[src]:
+                load += cycles
+            else:
+                store += cycles
+            tile_bytes[src] += nbytes
+            tile_bytes[dst] += nbytes
+        elif kind == "compute":
+            unit = spec.unit_for(event["unit_kind"])
+            cycles = math.ceil(Fraction(int(event["ops"]), unit.ops_per_cycle))
+            compute += cycles
+            unit_cycles[unit.name] += cycles
+        elif kind == "direct":
+            nbytes = int(event["bytes"])
+            compute += math.ceil(Fraction(nbytes) / rate[event["level"]])
+            tile_bytes[event["level"]] += nbytes
+        else:
+            raise ValueError(f"unknown event kind {kind!r}")
+    if phase["double_buffer"] and per_core > 1:
+        steady = max(load, compute, store) if spec.dma_engines >= 2 else max(compute, load + store)
+        cycles = load + compute + store + (per_core - 1) * steady
+    else:
+        cycles = per_core * (load + compute + store)
+    if busy is not None:
+        for name, value in unit_cycles.items():
+            busy[name] += tiles * value
+        busy["dma"] += tiles * (load + store)
+    if traffic is not None:
+        for level, value in tile_bytes.items():
+            traffic[level] += tiles * value
+    return cycles
+
+
+def kernel_cycles(model: dict, spec: DSASpec, busy: dict | None = None,
+                  traffic: dict | None = None) -> int:
+    """Cycles of one call of a kernel: launch overhead plus its phases, in order."""
+    return spec.launch_cycles + sum(phase_cycles(p, spec, busy, traffic) for p in model["phases"])
+
+
+def simulate(models: dict[str, dict], calls: list[str], spec: DSASpec) -> dict:
+    """The profile of running ``calls`` (kernel names, in order) on ``spec``.
+
+    Returns ``{"kernels", "ddr_bytes", "gb_bytes", "lb_bytes", "buffers": {"ddr", "gb", "lb"},
+    "cycles", "time_ms", "unit_busy": {unit: cycles}, "per_kernel": [...]}``.
+    """
+    busy: dict[str, int] = {u.name: 0 for u in spec.units}
+    busy["dma"] = 0
+    traffic: dict[str, int] = dict.fromkeys(LEVELS, 0)
+    buffers = dict.fromkeys(LEVELS, 0)
+    per_kernel = []
+    total = 0
+    for name in calls:
+        model = models[name]
+        kernel_traffic: dict[str, int] = dict.fromkeys(LEVELS, 0)
+        cycles = kernel_cycles(model, spec, busy, kernel_traffic)
+        for level in LEVELS:
+            traffic[level] += kernel_traffic[level]
+            buffers[level] += int(model["buffers"][level])
+        total += cycles
+        per_kernel.append({"name": name, "cycles": cycles,
+                           **{f"{level}_bytes": kernel_traffic[level] for level in LEVELS}})
+    return {
+        "kernels": len(calls),
+        "ddr_bytes": traffic["ddr"], "gb_bytes": traffic["gb"], "lb_bytes": traffic["lb"],
+        "buffers": buffers,
+        "cycles": total,
+        "time_ms": spec.cycles_to_ms(total),
+        "unit_busy": busy,
+        "per_kernel": per_kernel,
+    }
+
+
+def fits(model: dict, spec: DSASpec) -> bool:
+    """Whether a kernel's LB (per core, doubled for double-buffered DMA targets) and GB fit."""
+    double = any(p["double_buffer"] for p in model["phases"])
+    lb = model["footprint"]["lb_double_buffered" if double else "lb"]
+    return lb <= spec.lb_bytes and model["footprint"]["gb"] <= spec.gb_bytes
