@@ -20,19 +20,20 @@ post-dominator; a fusion is refused when the fused group would exceed ``max_dept
 calls the partitioner with ``max_function_args = 0``, which switches the argument-count limit and its
 postponed fusions off, so those parts are not ported. With ``opt_level == 0`` nothing fuses.
 
-**Backward** (section 5 of the paper) runs the same three phases on the reversed DAG: nodes are tried
-in reverse topological order, each joining its immediate *pre*-dominator
+**Backward** (section 5 of the paper) is forward fusion of the reversed DAG: nodes are tried in
+reverse topological order, each joining its immediate *pre*-dominator
 (:meth:`DataflowGraph.pre_dominators`); ``CheckPath`` / ``CommitFuse`` walk inputs instead of
-outputs, and the aggregated edge pattern of the pre-dominator tree is that of the ops between the
-node and its pre-dominator (the pre-dominator included). Reading the forward rules with producer and
-consumer swapped gives the mirrored rules (the paper's "framework from forward fusion", section 7):
+outputs, and the aggregated edge pattern is that of the ops between the node and its pre-dominator,
+the pre-dominator included (forward: the post-dominator included). The rules are forward's, read
+with producer and consumer swapped (the paper keeps "the framework from forward fusion", section 7):
 
-* a conv / matmul joins an element-wise producer chain ending at its pre-dominator (its prologue)
-  when every op on the way is element-wise and at most broadcast;
-* an element-wise / broadcast op joins its pre-dominator through injective ops when the
-  pre-dominator is any fusable kind: the epilogue of a conv / matmul, a reduction or an injective op;
-* an injective op joins an injective pre-dominator through injective ops (phase 1);
-* a reduction never starts a fusion, so it never takes its own producers in; opaque ops never fuse.
+* phase 0, a conv / matmul joins its pre-dominator when that op and every op between are
+  element-wise (group patterns at most broadcast): it takes in its element-wise prologue;
+* phases 0-1, an element-wise / broadcast op joins a pre-dominator that is a reduction or at most
+  injective, through injective ops (the pre-dominator's group may already hold a conv / matmul): the
+  element-wise epilogue of a reduction, or element-wise chains;
+* phase 1, an injective op joins an injective pre-dominator through injective ops;
+* a reduction never starts a fusion, so it never takes its producers in; opaque ops never fuse.
 
 Function parameters and constants are not nodes of the graph view, so they do not count as
 predecessors: an op reading a weight still has the in-block producer of its activation as
