@@ -31,22 +31,22 @@ import tvm
 from tvm import relax, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from ..analysis.graph import DataflowGraph, NodeKind
+from ..analysis.graph import DataflowGraph, NodeKind, build_graphs
 from ..hardware import HardwareSpec, spec_for_target
 from ..partitioners.apollo import LAYERS, TABLE_1, ApolloPartitioner, FeedbackStore
 from ..partitioners.apollo.micro_graphs import composition_pattern, op_name
 from ..partitioners.apollo.rules import RuleLevel
 from ..pipelines import register_fusion
 from ..registration import register_pass
-from .materialize_partition import MaterializePartition
+from .materialize_partition import MaterializePartition, _is_primitive_or_external
 from .open_compound_ops import OpenCompoundOps
 
 # Compiling one micro-graph downstream for longer than this is a failure (section 4.1: "cannot
 # finish within a reasonable time"); the pattern is then split.
 DEFAULT_COMPILE_BUDGET_S = 60.0
 
-# Feedback rounds: each failing round forbids at least one new pattern, so this only bounds a
-# downstream compiler that fails differently every time.
+# Feedback rounds: each failing round forbids at least one new pattern and splits the failing
+# groups; groups still failing after the last round are split into single ops.
 MAX_FEEDBACK_ROUNDS = 16
 
 # A downstream check: (module with the group as its main function, composition pattern) ->
@@ -168,30 +168,32 @@ class ApolloFusion:
         self.stats: Counter = Counter()
         self.checked_patterns: list[str] = []
 
-    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+    def transform_module(self, mod, _ctx) -> tvm.IRModule:
         target = tvm.target.Target.current(allow_none=True) or tvm.target.Target("llvm")
         spec = self.spec or spec_for_target(target)
         store = FeedbackStore(self.feedback_path)
         check = self.downstream or DownstreamCompiler(target, spec)
         self.stats = Counter()
         self.checked_patterns = []
+        graphs = [graph for gvar, func in mod.functions_items()
+                  if isinstance(func, relax.Function) and not _is_primitive_or_external(func)
+                  for graph in build_graphs(mod, gvar.name_hint)]
         for _ in range(MAX_FEEDBACK_ROUNDS):
             partitioner = ApolloPartitioner(spec, self.layers, self.rules, forbidden=store.forbidden())
-            fused = MaterializePartition(partitioner)(mod)
-            failures = self._check(mod, partitioner, check, store) if self.check_downstream else 0
-            if not failures:
+            plans = {(g.func_name, g.block_index): partitioner.plan(g) for g in graphs}
+            failing = self._check(mod, plans, check, store) if self.check_downstream else {}
+            if not failing:
                 break
-            self.stats["feedback_splits"] += failures
-        else:
-            raise RuntimeError(f"APOLLO feedback did not converge in {MAX_FEEDBACK_ROUNDS} rounds")
+            self.stats["feedback_splits"] += sum(len(f) for f in failing.values())
+        groups = {key: _split(plan.groups, failing.get(key, [])) for key, plan in plans.items()}
         self._count(partitioner, store)
         store.save()
-        return fused
+        return MaterializePartition(lambda g: groups.get((g.func_name, g.block_index), []))(mod)
 
-    def _check(self, mod, partitioner: ApolloPartitioner, check: DownstreamCheck,
-               store: FeedbackStore) -> int:
-        failures = 0
-        for plan in partitioner.plans:
+    def _check(self, mod, plans: dict, check: DownstreamCheck, store: FeedbackStore) -> dict:
+        """Groups of each block the downstream compiler rejects (their patterns go to ``store``)."""
+        failing: dict = {}
+        for key, plan in plans.items():
             for group in plan.groups:
                 if len(group) < 2:
                     continue
@@ -200,8 +202,8 @@ class ApolloFusion:
                 reason = check(group_module(mod, plan.graph, group), pattern)
                 if reason is not None:
                     store.record_failure(pattern, reason, [op_name(plan.graph, n) for n in sorted(group)])
-                    failures += 1
-        return failures
+                    failing.setdefault(key, []).append(group)
+        return failing
 
     def _count(self, partitioner: ApolloPartitioner, store: FeedbackStore) -> None:
         for plan in partitioner.plans:
@@ -218,6 +220,13 @@ class ApolloFusion:
                     store.record_rejected_parallel(
                         tuple(composition_pattern(plan.graph, op) for op in ops), value)
                     self.stats["parallel_rejected"] += 1
+
+
+def _split(groups: list[list[int]], failing: list[list[int]]) -> list[list[int]]:
+    """The partition with the groups still failing after the last feedback round split into
+    single ops (each op alone is what the downstream compiler handles without fusion)."""
+    bad = {tuple(g) for g in failing}
+    return [g for g in groups if tuple(g) not in bad]
 
 
 def apollo_preprocess(_target=None) -> list:

@@ -1,0 +1,180 @@
+"""``OpenCompoundOps`` and ``ApolloFusion`` on small hand-written modules: numerics against the
+unfused module, kernels per layer, and upward feedback (apollo-fusion.txt sections 3-5)."""
+
+import json
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+import tvm_fusion_ext  # noqa: F401  (registers the pipelines)
+from tvm_fusion_ext.analysis.graph import build_graph
+from tvm_fusion_ext.analysis.primitive_types import PrimitiveType
+from tvm_fusion_ext.pipelines import fusion_pipeline, preprocess_passes
+from tvm_fusion_ext.relax_passes.apollo_fusion import ApolloFusion, apollo_preprocess
+from tvm_fusion_ext.relax_passes.open_compound_ops import OpenCompoundOps
+from tvm_fusion_ext.testing.verify import assert_same_as_unfused, build, kernel_traffic, random_inputs, run
+
+TARGET = tvm.target.Target("llvm")
+
+
+@I.ir_module
+class LayerNormChain:
+    @R.function
+    def main(x: R.Tensor((8, 64), "float32"), g: R.Tensor((64,), "float32"), b: R.Tensor((64,), "float32")):
+        with R.dataflow():
+            a = R.nn.layer_norm(x, g, b, axes=[-1])
+            c = R.nn.gelu(a)
+            d = R.nn.layer_norm(c, g, b, axes=[-1])
+            R.output(d)
+        return d
+
+
+@I.ir_module
+class SoftmaxChain:
+    @R.function
+    def main(x: R.Tensor((4, 8, 32), "float32")):
+        with R.dataflow():
+            a = R.multiply(x, R.const(0.125, "float32"))
+            s = R.nn.softmax(a, axis=-1)
+            t = R.nn.log_softmax(R.exp(s), axis=-1)
+            R.output(t)
+        return t
+
+
+@I.ir_module
+class BiasResidualLayerNorm:
+    @R.function
+    def main(x: R.Tensor((16, 48), "float32"), w: R.Tensor((48, 48), "float32"),
+             bias: R.Tensor((48,), "float32"), g: R.Tensor((48,), "float32"), b: R.Tensor((48,), "float32")):
+        with R.dataflow():
+            m = R.matmul(x, w)
+            y = R.add(m, bias)
+            r = R.add(y, x)
+            n = R.nn.layer_norm(r, g, b, axes=[-1])
+            R.output(n)
+        return n
+
+
+@I.ir_module
+class MultiHead:
+    @R.function
+    def main(x: R.Tensor((8, 16), "float32"), y: R.Tensor((4, 4), "float32")):
+        with R.dataflow():
+            h = R.permute_dims(x)  # a transpose: no Table 1 rule fuses its consumers into it
+            a = R.exp(R.subtract(h, R.const(1.0, "float32")))
+            b = R.tanh(h)
+            c = R.sigmoid(R.multiply(h, h))
+            d = R.nn.relu(y)  # an independent sub-graph
+            R.output(a, b, c, d)
+        return (a, b, c, d)
+
+
+def _opened(mod):
+    pre = tvm.transform.Sequential(preprocess_passes())(mod)
+    return tvm.transform.Sequential(apollo_preprocess())(pre)
+
+
+def test_open_compound_ops_gives_one_type_per_kernel():
+    mod = _opened(LayerNormChain)
+    graph = build_graph(mod)
+    kernels = [n for n in graph.nodes if n.prim_func is not None]
+    assert all(len(n.classification.blocks) == 1 or not n.classification.is_compound
+               or len({b.ptype for b in n.classification.blocks}) == 1 for n in kernels)
+    types = [n.ptype for n in kernels]
+    assert types.count(PrimitiveType.REDUCTION) == 4  # sum and variance of each layer norm
+    inputs = random_inputs(LayerNormChain["main"])
+    expected = run(build(LayerNormChain, "none", policy="unscheduled"), inputs)
+    opened = run(tvm.compile(mod, TARGET), inputs)
+    np.testing.assert_allclose(opened[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+def test_open_compound_ops_keeps_padding_with_its_conv():
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 3, 8, 8), "float32"))
+    w = relax.Var("w", relax.TensorType((4, 3, 3, 3), "float32"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.conv2d(x, w, padding=1))
+        bb.emit_func_output(out)
+    mod = tvm.transform.Sequential(preprocess_passes())(bb.get())
+    opener = OpenCompoundOps()
+    opener(mod)
+    assert opener.opened == 0
+
+
+@pytest.mark.parametrize("mod", [LayerNormChain, SoftmaxChain, BiasResidualLayerNorm, MultiHead],
+                         ids=["layernorm_chain", "softmax_chain", "bias_residual_layernorm", "multi_head"])
+@pytest.mark.parametrize("fusion", ["apollo-no-stitch", "apollo-no-parallel", "apollo"])
+def test_numerics_match_unfused(mod, fusion):
+    assert_same_as_unfused(mod, fusion)
+
+
+def _kernels(mod, fusion):
+    return kernel_traffic(fusion_pipeline(fusion, TARGET)(mod)).kernels
+
+
+def test_layers_reduce_kernels():
+    # LayerNorm chain: Layer I leaves each reduction's consumer apart; Layer II stitches the rows.
+    assert _kernels(LayerNormChain, "apollo-no-stitch") > _kernels(LayerNormChain, "apollo-no-parallel")
+    assert _kernels(LayerNormChain, "apollo-no-parallel") == 1
+    assert _kernels(SoftmaxChain, "apollo-no-parallel") == 1
+    # bias + residual + layer norm: the matmul keeps its own kernel (no Table 1 rule takes a
+    # broadcast bias into a matmul), the rest becomes one row-stitched kernel
+    assert _kernels(BiasResidualLayerNorm, "apollo-no-parallel") == 2
+    # multi-head: three small branches after a transpose, and an independent relu: Layer III
+    # stitches the branches side by side into one kernel
+    assert _kernels(MultiHead, "apollo-no-parallel") == 5
+    assert _kernels(MultiHead, "apollo") == 2
+
+
+def _counting_check(fail_on):
+    calls = []
+
+    def check(mini, pattern):
+        calls.append(pattern)
+        return "injected failure" if fail_on(pattern) else None
+
+    return check, calls
+
+
+def test_feedback_splits_failing_micro_graph_and_is_remembered(tmp_path):
+    path = tmp_path / "apollo_feedback.json"
+    mod = _opened(SoftmaxChain)
+
+    def is_target(pattern):  # the Layer II group holding the first softmax's max reduction
+        return pattern.count("reduction:") >= 2
+
+    check, calls = _counting_check(is_target)
+    first = ApolloFusion(("I", "II"), feedback_path=str(path), downstream=check)
+    fused = first(mod)
+    failed = [p for p in calls if is_target(p)]
+    assert failed, "the injected failure never fired"
+    data = json.loads(path.read_text())
+    assert {e["pattern"] for e in data["failed_patterns"]} >= set(failed)
+    assert first.stats["feedback_splits"] >= 1
+    # the regenerated partition holds no failing pattern, and still computes the same thing
+    assert not any(is_target(p) for p in first.checked_patterns[-len(calls):] if p not in failed)
+    out = run(tvm.compile(relax.transform.FuseTIR()(fused), TARGET), random_inputs(mod["main"]))
+    ref = run(tvm.compile(mod, TARGET), random_inputs(mod["main"]))
+    np.testing.assert_allclose(out[0], ref[0], rtol=1e-5, atol=1e-6)
+
+    check2, calls2 = _counting_check(is_target)
+    second = ApolloFusion(("I", "II"), feedback_path=str(path), downstream=check2)
+    second(mod)
+    assert not any(p in failed for p in calls2)  # read from the file: never tried again
+    assert second.stats["feedback_splits"] == 0
+
+
+def test_feedback_without_file_stays_in_memory():
+    mod = _opened(LayerNormChain)
+    check, calls = _counting_check(lambda p: True)  # the downstream compiler fails on everything
+    fusion = ApolloFusion(("I", "II"), downstream=check)
+    fused = fusion(mod)
+    assert calls and fusion.stats["feedback_splits"] == len(set(calls))
+    # every multi-op group failed, so every kernel stays alone
+    assert not [gv for gv, f in fused.functions_items()
+                if isinstance(f, relax.Function) and f.attrs and "Primitive" in f.attrs]
