@@ -12,3 +12,4 @@ __version__ = "0.1.0"
 from .relax_passes import fuse_ops_dominator  # noqa: F401  (registers dominator-* strategies)
 from .relax_passes import apollo_fusion  # noqa: F401  (registers apollo-* strategies)
 from .relax_passes import neoflow_fusion  # noqa: F401  (registers the neoflow strategy)
+from . import target_dsa  # noqa: E402,F401  (registers dsa/* target tags and their codegen)

@@ -92,6 +92,10 @@ def schedule_passes(target: tvm.target.Target, policy: str) -> list:
     """TIR scheduling for one policy; applied identically to every strategy."""
     if policy not in POLICIES:
         raise ValueError(f"unknown scheduling policy {policy!r}; known: {', '.join(POLICIES)}")
+    if "dsa" in target.keys:
+        from .target_dsa import pipeline as dsa
+
+        return dsa.schedule_passes(target, policy)
     if policy == "unscheduled":
         return []
     if policy == "tuned":
@@ -106,6 +110,10 @@ def schedule_passes(target: tvm.target.Target, policy: str) -> list:
 
 def lowering_passes(target: tvm.target.Target) -> list:
     """TVM's own dataflow lowering and finalisation for the target (no fusion in it)."""
+    if "dsa" in target.keys:
+        from .target_dsa import pipeline as dsa
+
+        return dsa.lowering_passes(target)
     from tvm.relax.backend.cpu_generic import pipeline as cpu
 
     return cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)
@@ -128,10 +136,13 @@ def pipeline(name: str, target: tvm.target.Target | str | None = None,
              policy: str = DEFAULT_POLICY) -> tvm.transform.Pass:
     """The complete Relax pipeline for strategy ``name``, ready for ``tvm.compile``."""
     get_strategy(name)  # fail early with a clear message
-    target = _resolve_target(target)
+    given = target
 
     @tvm.transform.module_pass(opt_level=0, name=f"tvm_fusion_ext.{name}")
     def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        # Without an explicit target, resolve it when the pass runs: tvm.compile looks a named
+        # pipeline up before entering ``with target`` and runs it inside.
+        target = _resolve_target(given)
         with target:
             return tvm.transform.Sequential(
                 [fusion_pipeline(name, target), *schedule_passes(target, policy),

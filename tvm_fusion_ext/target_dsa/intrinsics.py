@@ -1,0 +1,187 @@
+"""Matrix-unit intrinsic: a contraction tile mapped to the MME (GraphTurbo section 5, CU3).
+
+A GEMM-shaped reduction block ``C[.., i, j] += A[.., i, k] * B[.., k, j]`` whose tile extents
+are multiples of the matrix unit's instruction shape ``(M, N, K)`` is tensorized with
+``dsa_mme_gemm_<M>x<N>x<K>``: the description is the scalar update, the implementation one
+``call_extern("dsa_mme_gemm_f32", C, A, B, ldc, lda, ldb, M, N, K)``. The C codegen
+(:mod:`.codegen`) defines that function, so the host emulation computes the same numbers; the
+simulator charges ``M * N * K`` operations to the matrix unit per call. Shapes that do not divide
+stay on the vector MAC unit.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.script import tirx as T
+
+from .kernel_model import MATRIX_CALL_PREFIX
+from .spec import DSASpec
+
+_LOG = logging.getLogger(__name__)
+
+_REGISTERED: set[str] = set()
+
+
+def intrin_name(shape: tuple[int, int, int]) -> str:
+    m, n, k = shape
+    return f"{MATRIX_CALL_PREFIX}_{m}x{n}x{k}_f32"
+
+
+def register_matrix_intrin(shape: tuple[int, int, int]) -> str:
+    """Register (once) the float32 GEMM tensor intrinsic for one matrix-unit shape."""
+    name = intrin_name(shape)
+    if name in _REGISTERED:
+        return name
+    m, n, k = shape
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle):
+        A = T.match_buffer(a, (m, k), "float32", offset_factor=1, scope="local.dsa_lb")
+        B = T.match_buffer(b, (k, n), "float32", offset_factor=1, scope="local.dsa_lb")
+        C = T.match_buffer(c, (m, n), "float32", offset_factor=1, scope="local.dsa_lb")
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:n], A[0:m, 0:k], B[0:k, 0:n])
+            T.writes(C[0:m, 0:n])
+            for i, j, r in T.grid(m, n, k):
+                with T.sblock("update"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, r])
+                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle):
+        lda = T.int32()
+        ldb = T.int32()
+        ldc = T.int32()
+        A = T.match_buffer(a, (m, k), "float32", offset_factor=1, scope="local.dsa_lb",
+                           strides=[lda, 1])
+        B = T.match_buffer(b, (k, n), "float32", offset_factor=1, scope="local.dsa_lb",
+                           strides=[ldb, 1])
+        C = T.match_buffer(c, (m, n), "float32", offset_factor=1, scope="local.dsa_lb",
+                           strides=[ldc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:n], A[0:m, 0:k], B[0:k, 0:n])
+            T.writes(C[0:m, 0:n])
+            T.evaluate(T.call_extern("int32", "dsa_mme_gemm_f32", C.access_ptr("rw"),
+                                     A.access_ptr("r"), B.access_ptr("r"), ldc, lda, ldb,
+                                     m, n, k))
+
+    s_tir.TensorIntrin.register(name, desc, impl, override=True)
+    _REGISTERED.add(name)
+    return name
+
+
+def loop_iter_types(sch: s_tir.Schedule, block_rv) -> dict[str, int]:
+    """Loop variable name -> iter type (0 spatial, 2 reduce) of the block var it feeds."""
+    realize = _realize(sch, block_rv)
+    out = {}
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        for var in _vars(value):
+            out[var.name] = max(out.get(var.name, 0), int(iv.iter_type))
+    return out
+
+
+def tensorize_contractions(sch: s_tir.Schedule, spec: DSASpec) -> s_tir.Schedule:
+    """Map every GEMM-shaped reduction whose tile divides the MME shape to the matrix unit.
+
+    Each attempt runs on a copy of the schedule (random variables stay valid in copies); the copy
+    replaces ``sch`` only when tensorization succeeds.
+    """
+    shape = spec.matrix_shape
+    if shape is None:
+        return sch
+    from .schedule import _block_names
+
+    for name in _block_names(sch):
+        roles = _gemm_roles(sch, sch.get_sblock(name))
+        if roles is None:
+            continue
+        trial = sch.copy()
+        if _tensorize_one(trial, trial.get_sblock(name), roles, shape):
+            sch = trial
+    return sch
+
+
+def _gemm_roles(sch, rv):
+    """Loop vars feeding (i, j, k) of ``C[.., i, j] += A[.., i, k] * B[.., k, j]`` (float32)."""
+    realize = _realize(sch, rv)
+    block = realize.block
+    body = block.body
+    if not isinstance(body, tirx.BufferStore) or str(body.buffer.dtype) != "float32":
+        return None
+    value = body.value
+    if not (isinstance(value, tirx.Add) and isinstance(value.b, tirx.Mul)
+            and isinstance(value.a, tvm.ir.TensorLoad) and value.a.source.same_as(body.buffer)):
+        return None
+    a, b = value.b.a, value.b.b
+    if not (isinstance(a, tvm.ir.TensorLoad) and isinstance(b, tvm.ir.TensorLoad)):
+        return None
+    ivars = {iv.var.name: iv for iv in block.iter_vars}
+    c_idx = [i for i in body.indices]
+    if len(c_idx) < 2 or not all(isinstance(i, tvm.ir.Var) for i in c_idx[-2:]):
+        return None
+    vi, vj = c_idx[-2].name, c_idx[-1].name
+    a_idx, b_idx = list(a.indices), list(b.indices)
+    if len(a_idx) < 2 or len(b_idx) < 2 or not all(isinstance(x, tvm.ir.Var) for x in a_idx[-2:] + b_idx[-2:]):
+        return None
+    if a_idx[-2].name != vi or b_idx[-1].name != vj or a_idx[-1].name != b_idx[-2].name:
+        return None
+    vk = a_idx[-1].name
+    if ivars.get(vk) is None or ivars[vk].iter_type != 2 or sum(iv.iter_type == 2 for iv in block.iter_vars) != 1:
+        return None
+    if any(level != "local.dsa_lb" for level in (a.source.scope(), b.source.scope())):
+        return None
+    binding = {iv.var.name: value for iv, value in zip(block.iter_vars, realize.iter_values)}
+    roles = {}
+    for role, var in (("i", vi), ("j", vj), ("k", vk)):
+        loop_vars = [v.name for v in _vars(binding[var])]
+        roles[role] = loop_vars
+    return roles
+
+
+def _tensorize_one(sch, rv, roles, shape) -> bool:
+    """Split the innermost loop of each role by the MME shape and tensorize."""
+    loops = sch.get_loops(rv)
+    by_var = {sch.get(lp).loop_var.name: lp for lp in loops}
+    inner = {}
+    for role, size in zip("ijk", shape):
+        candidates = [by_var[v] for v in roles[role] if v in by_var]
+        if not candidates:
+            return False
+        loop = candidates[-1]
+        extent = int(sch.get(loop).extent)
+        if extent % size:
+            return False
+        inner[role] = loop
+    try:
+        parts = {}
+        for role, size in zip("ijk", shape):
+            extent = int(sch.get(inner[role]).extent)
+            parts[role] = sch.split(inner[role], [extent // size, size])
+        sch.reorder(parts["i"][0], parts["j"][0], parts["k"][0], parts["i"][1], parts["j"][1],
+                    parts["k"][1])
+        sch.decompose_reduction(rv, parts["i"][0])
+        sch.tensorize(parts["i"][1], register_matrix_intrin(shape))
+        return True
+    except (s_tir.ScheduleError, ValueError, RuntimeError) as err:
+        _LOG.debug("matrix unit declined: %s", err)
+        return False
+
+
+def _realize(sch, rv):
+    import tvm_ffi
+
+    name = sch.get(rv).name_hint
+    found = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, [(s_tir.SBlockRealize, found.append)])
+    return next(r for r in found if r.block.name_hint == name)
+
+
+def _vars(expr) -> list:
+    import tvm_ffi
+
+    out = []
+    tvm_ffi.structural_walk(expr, [(tvm.ir.Var, out.append)])
+    return out

@@ -1,0 +1,376 @@
+"""DSA kernel schedule: explicit LB staging, DMA, tiling over cores (GraphTurbo sections 1, 4.1).
+
+Every kernel on the DSA computes out of a core's LB (GraphTurbo Fig. 1): its inputs come from
+DDR through DMA and its outputs go back through DMA. :func:`stage_kernel` writes exactly that
+into the TIR of one PrimFunc:
+
+1. inline element-wise / injective intermediates, so an element-wise chain is one block whose
+   temporaries never leave the core;
+2. ``cache_write`` the output into ``local.dsa_lb`` (the block copying it back is the DMA store)
+   and ``cache_read`` every input into ``local.dsa_lb`` (the DMA loads) - cache first, tile second;
+3. tile the output copy's loops, fuse the tile loops into one loop annotated ``dsa.tile`` (bound
+   to ``dsa.cores`` cores, ``dsa.double_buffer`` when DMA overlaps compute, section 4.4) and
+   ``compute_at`` every other block into it, so staged regions shrink to one tile;
+4. optionally split the outer reduction loop of a contraction (``k_chunk``) and stage its operands
+   per chunk, so a GEMM whose full K does not fit LB still runs from LB;
+5. optionally map a contraction to the matrix unit (:mod:`.intrinsics`);
+6. intermediates stay in LB; whatever does not fit LB is spilled to ``global.dsa_gb``.
+
+:func:`default_decisions` is the untuned choice: the largest tile (then the smallest K chunk)
+that fits LB, gives every core a tile when possible and recomputes nothing.
+:class:`DSASchedule` applies it to every unscheduled PrimFunc of a module.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, replace
+
+import tvm
+from tvm import s_tir, tirx
+
+from ..registration import register_pass
+from .kernel_model import CORES, DOUBLE_BUFFER, TILE, kernel_model, level_of
+from .simulator import fits
+from .spec import DSASpec
+
+LB = "local.dsa_lb"
+GB = "global.dsa_gb"
+# At most this many tile shapes are evaluated per kernel (largest first).
+MAX_TILE_CANDIDATES = 16
+_LOG = logging.getLogger(__name__)
+
+
+class Decline(Exception):
+    """The kernel has a shape this schedule does not handle (it stays as it is)."""
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """Everything :func:`stage_kernel` needs; the MetaSchedule space samples these."""
+
+    tile: tuple[int, ...]
+    k_chunk: int | None = None
+    matrix: bool = True
+    double_buffer: bool = True
+    cores: int = 1
+    spill: tuple[str, ...] = ()
+
+
+def stage_kernel(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions,
+                 sch: s_tir.Schedule | None = None) -> s_tir.Schedule:
+    """Apply the DSA staging schedule of the module docstring with ``decisions``."""
+    sch = sch or s_tir.Schedule(func)
+    _inline(sch)
+    out_block = _single_output_block(sch)
+    params = set(_param_names(sch))
+    store = sch.cache_write(out_block, 0, LB)
+    _cache_inputs(sch, params)
+    tile_loop = _tile(sch, store, decisions.tile)
+    for name in reversed(_block_names(sch)):
+        if name != sch.get(store).name_hint:
+            _try(sch.compute_at, sch.get_sblock(name), tile_loop, preserve_unit_loops=True)
+    if decisions.k_chunk:
+        _split_reduction(sch, tile_loop, decisions.k_chunk, params)
+    if decisions.matrix:
+        from .intrinsics import tensorize_contractions
+
+        sch = tensorize_contractions(sch, spec)
+    _scope_intermediates(sch, decisions.spill)
+    sch.annotate(tile_loop, TILE, 1)
+    sch.annotate(tile_loop, CORES, decisions.cores)
+    sch.annotate(tile_loop, DOUBLE_BUFFER, int(decisions.double_buffer))
+    _try(sch.parallel, tile_loop)
+    return sch
+
+
+def output_shape(func: tirx.PrimFunc) -> tuple[int, ...]:
+    sch = s_tir.Schedule(func)
+    block = _single_output_block(sch)
+    return tuple(int(d) for d in sch.get(block).writes[0].source.shape)
+
+
+def tile_candidates(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Tile shapes, largest first: dims before ``p`` are 1, dim ``p`` a divisor, dims after full."""
+    seen, out = set(), []
+    for p in range(len(shape)):
+        for f in sorted(_divisors(shape[p]), reverse=True):
+            tile = (1,) * p + (f,) + tuple(shape[p + 1:])
+            if tile not in seen:
+                seen.add(tile)
+                out.append(tile)
+    return out or [()]
+
+
+def reduction_extent(func: tirx.PrimFunc) -> int | None:
+    """Extent of the outermost reduction loop of the kernel's contraction, if it has one."""
+    sch = s_tir.Schedule(func)
+    _inline(sch)
+    for name in _block_names(sch):
+        block = sch.get(sch.get_sblock(name))
+        reduce = [iv for iv in block.iter_vars if iv.iter_type == 2]
+        if reduce and _is_mac(block):
+            return int(reduce[0].dom.extent)
+    return None
+
+
+def evaluate(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions):
+    """``(schedule, kernel model)`` of ``decisions``, with LB overflow spilled to GB."""
+    sch = stage_kernel(func, spec, decisions)
+    model = kernel_model(sch.mod["main"])
+    spill = list(decisions.spill)
+    while not fits(model, spec):
+        victim = _largest_lb_buffer(sch, spill)
+        if victim is None:
+            break
+        spill.append(victim)
+        decisions = replace(decisions, spill=tuple(spill))
+        sch = stage_kernel(func, spec, decisions)
+        model = kernel_model(sch.mod["main"])
+    return sch, model, decisions
+
+
+def default_decisions(func: tirx.PrimFunc, spec: DSASpec) -> Decisions:
+    """The untuned choice: among tiles that recompute nothing, the largest that fits LB and
+    gives every core a tile; else the fitting one with most tiles; else (nothing fits) the one
+    with most tiles, whose overflow :func:`evaluate` spills to GB. A contraction that does not
+    fit with its full reduction is tried with smaller K chunks first."""
+    shape = output_shape(func)
+    cores = spec.num_cores
+    k_extent = reduction_extent(func)
+    chunks = [None] + sorted((d for d in _divisors(k_extent or 1) if d < (k_extent or 1)),
+                             reverse=True)
+    base_ops = None
+    fitting, overflowing = [], []
+    for tile in tile_candidates(shape)[:MAX_TILE_CANDIDATES]:
+        for chunk in chunks:
+            decisions = Decisions(tile, chunk, True, True, cores)
+            model = kernel_model(stage_kernel(func, spec, decisions).mod["main"])
+            ops = _total_ops(model)
+            base_ops = ops if base_ops is None else base_ops
+            if ops > base_ops:
+                break
+            tiles = max(p["instances"] for p in model["phases"]) if model["phases"] else 1
+            if fits(model, spec):
+                if tiles >= cores:
+                    return decisions
+                fitting.append((tiles, decisions))
+                break
+            if chunk is None:
+                overflowing.append((tiles, decisions))
+    if fitting:
+        return max(fitting, key=lambda item: item[0])[1]
+    if overflowing:
+        return evaluate(func, spec, max(overflowing, key=lambda item: item[0])[1])[2]
+    raise Decline("no tile shape recomputes nothing")
+
+
+@register_pass
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.DSASchedule")
+class DSASchedule:
+    """Module pass: the DSA staging schedule for every PrimFunc not yet scheduled.
+
+    ``stats`` counts scheduled and declined functions.
+    """
+
+    def __init__(self, spec: DSASpec):
+        self.spec = spec
+        self.stats = {"scheduled": 0, "declined": 0}
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        updates = {}
+        for gvar, func in mod.functions_items():
+            if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
+                continue
+            try:
+                decisions = default_decisions(func, self.spec)
+                sch, _, _ = evaluate(func, self.spec, decisions)
+            except (Decline, s_tir.ScheduleError, ValueError) as err:
+                _LOG.info("DSA schedule declined %s: %s", gvar.name_hint, err)
+                self.stats["declined"] += 1
+                continue
+            self.stats["scheduled"] += 1
+            updates[gvar] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
+        for gvar, func in updates.items():
+            mod[gvar] = func
+        return mod
+
+
+# ---- helpers ------------------------------------------------------------------------------
+def _inline(sch: s_tir.Schedule) -> None:
+    """Inline element-wise / injective intermediates (producers, then consumers)."""
+    for _ in range(8):
+        changed = False
+        intermediates = _intermediates(sch)
+        for name in reversed(_block_names(sch)):
+            rv = sch.get_sblock(name)
+            block = sch.get(rv)
+            if _is_reduction(block) or not any(block.writes[0].source.same_as(b) for b in intermediates):
+                continue
+            copy = isinstance(block.body, tirx.BufferStore) and isinstance(block.body.value, tvm.ir.TensorLoad)
+            if copy or len(sch.get_consumers(rv)) == 1:
+                changed |= _try(sch.compute_inline, rv)
+        for name in _block_names(sch):
+            rv = sch.get_sblock(name)
+            block = sch.get(rv)
+            if _is_reduction(block):
+                continue
+            producers = sch.get_producers(rv)
+            if len(producers) == 1 and not _is_reduction(sch.get(producers[0])):
+                changed |= _try(sch.reverse_compute_inline, rv)
+        if not changed:
+            return
+
+
+def _single_output_block(sch: s_tir.Schedule):
+    params = set(_param_names(sch))
+    outs = [n for n in _block_names(sch) if sch.get(sch.get_sblock(n)).writes
+            and sch.get(sch.get_sblock(n)).writes[0].source.name in params]
+    if len(outs) != 1:
+        raise Decline(f"{len(outs)} blocks write kernel outputs")
+    return sch.get_sblock(outs[0])
+
+
+def _cache_inputs(sch: s_tir.Schedule, params: set) -> None:
+    done = set()
+    for name in _block_names(sch):
+        rv = sch.get_sblock(name)
+        for index, region in enumerate(sch.get(rv).reads):
+            buf = region.source
+            if buf.name in params and buf.name not in done:
+                done.add(buf.name)
+                sch.cache_read(rv, index, LB)
+
+
+def _tile(sch: s_tir.Schedule, store, tile: tuple[int, ...]):
+    loops = sch.get_loops(store)
+    if len(loops) != len(tile):
+        raise Decline(f"tile rank {len(tile)} != output rank {len(loops)}")
+    outers, inners = [], []
+    for loop, size in zip(loops, tile):
+        extent = int(sch.get(loop).extent)
+        if extent % size:
+            raise Decline(f"tile {size} does not divide {extent}")
+        outer, inner = sch.split(loop, [extent // size, size])
+        outers.append(outer)
+        inners.append(inner)
+    sch.reorder(*outers, *inners)
+    return sch.fuse(*outers) if len(outers) > 1 else outers[0]
+
+
+def _split_reduction(sch: s_tir.Schedule, tile_loop, chunk: int, params: set) -> None:
+    """Split the outer reduction loop of the contraction; stage its operands per chunk."""
+    for name in _block_names(sch):
+        rv = sch.get_sblock(name)
+        block = sch.get(rv)
+        if not (_is_reduction(block) and _is_mac(block)):
+            continue
+        loops = sch.get_loops(rv)
+        tile_pos = next(i for i, lp in enumerate(loops) if sch.get_sref(lp).same_as(sch.get_sref(tile_loop)))
+        own = loops[tile_pos + 1:]
+        reduce_loops = [lp for lp in own if _loop_is_reduce(sch, rv, lp)]
+        if not reduce_loops:
+            return
+        extent = int(sch.get(reduce_loops[0]).extent)
+        if chunk >= extent or extent % chunk:
+            return
+        first = own[0]
+        first_is_reduce = sch.get_sref(first).same_as(sch.get_sref(reduce_loops[0]))
+        ko, _ = sch.split(reduce_loops[0], [extent // chunk, chunk])
+        if not first_is_reduce:
+            sch.reorder(ko, first)
+        for producer in sch.get_producers(rv):
+            pblock = sch.get(producer)
+            if pblock.reads and pblock.reads[0].source.name in params:
+                _try(sch.compute_at, producer, ko, preserve_unit_loops=True)
+        return
+
+
+def _scope_intermediates(sch: s_tir.Schedule, spill: tuple[str, ...]) -> None:
+    for name in _block_names(sch):
+        rv = sch.get_sblock(name)
+        buf = sch.get(rv).writes[0].source
+        if not any(buf.same_as(b) for b in _intermediates(sch)):
+            continue
+        want = GB if buf.name in spill else LB
+        if buf.scope() != want:
+            _try(sch.set_scope, rv, 0, want)
+
+
+def _largest_lb_buffer(sch: s_tir.Schedule, spilled: list[str]) -> str | None:
+    from .kernel_model import _compact
+
+    compact = _compact(sch.mod["main"])
+    best = None
+    import tvm_ffi
+
+    blocks = []
+    tvm_ffi.structural_walk(compact.body, [(s_tir.SBlock, blocks.append)])
+    for block in blocks:
+        for buf in block.alloc_buffers:
+            if level_of(buf.scope()) != "lb" or buf.name in spilled:
+                continue
+            size = math.prod(int(d) for d in buf.shape)
+            if best is None or size > best[0]:
+                best = (size, buf.name)
+    return best[1] if best else None
+
+
+def _total_ops(model: dict) -> int:
+    return sum(p["instances"] * e["ops"] for p in model["phases"] for e in p["events"]
+               if e["kind"] == "compute")
+
+
+def _loop_is_reduce(sch, rv, loop) -> bool:
+    from .intrinsics import loop_iter_types
+
+    return loop_iter_types(sch, rv).get(sch.get(loop).loop_var.name) == 2
+
+
+def _is_reduction(block) -> bool:
+    return any(iv.iter_type == 2 for iv in block.iter_vars)
+
+
+def _is_mac(block) -> bool:
+    body = block.body
+    if not isinstance(body, tirx.BufferStore):
+        return False
+    value = body.value
+    return isinstance(value, tirx.Add) and any(isinstance(s, tirx.Mul) for s in (value.a, value.b))
+
+
+def _block_names(sch: s_tir.Schedule) -> list[str]:
+    import tvm_ffi
+
+    blocks = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, [(s_tir.SBlock, blocks.append)], order="pre")
+    return [b.name_hint for b in blocks if b.name_hint != "root"]
+
+
+def _param_names(sch: s_tir.Schedule) -> list[str]:
+    return [p.name for p in sch.mod["main"].params]
+
+
+def _intermediates(sch: s_tir.Schedule) -> list:
+    import tvm_ffi
+
+    blocks = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, [(s_tir.SBlock, blocks.append)])
+    return [b for block in blocks for b in block.alloc_buffers]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _is_scheduled(func: tirx.PrimFunc) -> bool:
+    return func.attrs is not None and bool(func.attrs.get("tirx.is_scheduled", False))
+
+
+def _try(primitive, *args, **kwargs) -> bool:
+    try:
+        primitive(*args, **kwargs)
+        return True
+    except s_tir.ScheduleError:
+        return False
