@@ -1,0 +1,120 @@
+"""Dominator partitioner on hand-built graphs: forward (FuseOps' rules), backward, both."""
+
+import pytest
+
+from tvm_fusion_ext.analysis.graph import DataflowGraph
+from tvm_fusion_ext.partitioners.dominator import DominatorPartitioner, dominator_groups
+
+
+def _groups(graph, direction, **kwargs):
+    return [[graph.nodes[i].name for i in g] for g in dominator_groups(graph, direction, **kwargs)]
+
+
+def _all(graph):
+    return {d: _groups(graph, d) for d in ("forward", "backward", "both")}
+
+
+def _kernels(graph, groups):
+    grouped = {n for g in groups for n in g}
+    return len(groups) + sum(1 for n in graph.nodes if n.name not in grouped)
+
+
+def test_diamond_under_a_reduction():
+    # r -> a -> j ; r -> b -> j   (r a reduction, a/b/j element-wise)
+    graph = DataflowGraph.from_edges(
+        {"r": "reduction", "a": "element-wise", "b": "element-wise", "j": "element-wise"},
+        [("r", "a"), ("r", "b"), ("a", "j"), ("b", "j")], outputs=["j"])
+    # Forward: a reduction never starts a fusion, the two branches join j.
+    # Backward: j's pre-dominator is r; the branches are element-wise, r may take an epilogue.
+    assert _all(graph) == {"forward": [["a", "b", "j"]], "backward": [["r", "a", "b", "j"]],
+                           "both": [["r", "a", "b", "j"]]}
+
+
+def test_multi_consumer_producer():
+    # A reduction whose result two element-wise ops return: no post-dominator, one pre-dominator.
+    graph = DataflowGraph.from_edges(
+        {"p": "reduction", "a": "element-wise", "b": "element-wise"},
+        [("p", "a"), ("p", "b")], outputs=["a", "b"])
+    assert graph.post_dominators() == [None, None, None]
+    assert graph.pre_dominators() == [None, 0, 0]
+    assert _all(graph) == {"forward": [], "backward": [["p", "a", "b"]], "both": [["p", "a", "b"]]}
+
+
+def _fig4():
+    # tvm-backward-operator-fusion Fig. 4 as the text describes it: A is the immediate
+    # pre-dominator of B, C, D and E (B and C both feed D and E).
+    return DataflowGraph.from_edges(
+        {"A": "element-wise", "B": "element-wise", "C": "broadcast", "D": "element-wise",
+         "E": "element-wise"},
+        [("A", "B"), ("A", "C"), ("B", "D"), ("C", "D"), ("B", "E"), ("C", "E")],
+        outputs=["D", "E"])
+
+
+def test_paper_fig4_pre_dominator_tree_and_groups():
+    graph = _fig4()
+    assert graph.pre_dominators() == [None, 0, 0, 0, 0]
+    assert graph.post_dominators() == [None, None, None, None, None]
+    assert _all(graph) == {"forward": [], "backward": [["A", "B", "C", "D", "E"]],
+                           "both": [["A", "B", "C", "D", "E"]]}
+
+
+def test_max_depth_bounds_backward_groups():
+    # E and D would bring A's group to 4 nodes; C then B still fit in 3.
+    assert _groups(_fig4(), "backward", max_depth=3) == [["A", "B", "C"]]
+
+
+def test_opt_level_zero_fuses_nothing():
+    assert all(_groups(_fig4(), d, opt_level=0) == [] for d in ("forward", "backward", "both"))
+
+
+def test_conv_prologue_backward_epilogue_forward():
+    # x -> conv -> y: forward gives conv its epilogue, backward its element-wise prologue, both all.
+    graph = DataflowGraph.from_edges({"x": "element-wise", "conv": "conv", "y": "element-wise"},
+                                     [("x", "conv"), ("conv", "y")], outputs=["y"])
+    groups = _all(graph)
+    assert groups == {"forward": [["conv", "y"]], "backward": [["x", "conv"]],
+                      "both": [["x", "conv", "y"]]}
+    assert _kernels(graph, groups["both"]) < _kernels(graph, groups["forward"])
+
+
+def test_forward_follows_fuse_ops_rules():
+    # conv -> bias (broadcast) -> relu -> sum -> scale ; transpose -> relu
+    graph = DataflowGraph.from_edges(
+        {"t": "transpose", "conv": "conv", "bias": "element-wise", "relu": "element-wise",
+         "sum": "reduction", "scale": "element-wise"},
+        [("conv", "bias"), ("bias", "relu"), ("t", "relu"), ("relu", "sum"), ("sum", "scale")],
+        outputs=["scale"])
+    # Phase 0: the conv takes its element-wise epilogue (the group becomes kOutEWiseFusable), which
+    # stops at the reduction (a conv group only joins element-wise post-dominators). Phase 1: the
+    # injective transpose may not join a conv group. The reduction starts nothing.
+    assert _groups(graph, "forward") == [["conv", "bias", "relu"]]
+    # Backward, the reduction's element-wise epilogue joins it; the conv's pre-dominator is the
+    # virtual entry.
+    assert _groups(graph, "backward") == [["sum", "scale"]]
+
+
+def test_both_never_puts_two_complex_ops_together():
+    # Forward fuses {c, e, y} (conv + epilogue, e joins the conv group as sink); backward would then
+    # take e's pre-dominator r, a reduction, into the conv's group: refused.
+    graph = DataflowGraph.from_edges(
+        {"r": "reduction", "c": "conv", "e": "element-wise", "y": "element-wise"},
+        [("r", "e"), ("c", "y"), ("e", "y")], outputs=["y"])
+    assert _groups(graph, "forward") == [["c", "e", "y"]]
+    assert _groups(graph, "both") == [["c", "e", "y"]]
+
+
+def test_both_never_creates_a_cycle():
+    # d -> n -> z and d -> w (opaque) -> z. Forward fuses {n, z}; backward would join n's
+    # pre-dominator d to it, but the path d -> w -> z leaves that group and comes back.
+    graph = DataflowGraph.from_edges(
+        {"d": "element-wise", "n": "element-wise", "w": "opaque", "z": "element-wise"},
+        [("d", "n"), ("n", "z"), ("d", "w"), ("w", "z")], outputs=["z"])
+    assert _all(graph) == {"forward": [["n", "z"]], "backward": [["d", "n"]], "both": [["n", "z"]]}
+    for direction in ("forward", "backward", "both"):
+        groups = dominator_groups(graph, direction)
+        assert all(graph.group_is_convex(g) for g in groups)
+
+
+def test_unknown_direction_is_refused():
+    with pytest.raises(ValueError, match="sideways"):
+        DominatorPartitioner("sideways")
