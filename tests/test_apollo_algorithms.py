@@ -5,8 +5,18 @@ import pytest
 from tvm_fusion_ext.analysis.graph import DataflowGraph
 from tvm_fusion_ext.hardware import HardwareSpec
 from tvm_fusion_ext.partitioners.apollo import (
-    MAX_BRANCHES, TABLE_1, ApolloPartitioner, LoopFacts, MicroGraphs, RooflineCostModel, aggregate,
-    extract_subgraphs, gain, stitch_memory, stitch_parallel, without_rules,
+    MAX_BRANCHES,
+    TABLE_1,
+    ApolloPartitioner,
+    LoopFacts,
+    MicroGraphs,
+    RooflineCostModel,
+    aggregate,
+    extract_subgraphs,
+    gain,
+    stitch_memory,
+    stitch_parallel,
+    without_rules,
 )
 from tvm_fusion_ext.partitioners.apollo.rules import TABLE_2
 from tvm_fusion_ext.tir_passes.reduction_forms import ReductionForm

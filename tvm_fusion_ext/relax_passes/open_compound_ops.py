@@ -75,10 +75,10 @@ def split_pieces(func: tirx.PrimFunc) -> list[_Piece] | None:
             return None
         infos = [classify_block(b) for b in blocks]
         if all(info.flops == 0 for info in infos):
-            pending.append((stmt, blocks, set()))
+            pending.append((stmt, blocks))
             continue
         piece = _Piece()
-        for s, bs, _ in pending:
+        for s, bs in pending:
             piece.stmts.append(s)
             piece.blocks.extend(bs)
         pending = []
@@ -89,7 +89,7 @@ def split_pieces(func: tirx.PrimFunc) -> list[_Piece] | None:
     if pending:
         if not pieces:
             return None
-        for s, bs, _ in pending:
+        for s, bs in pending:
             pieces[-1].stmts.append(s)
             pieces[-1].blocks.extend(bs)
     for piece in pieces:
@@ -120,6 +120,14 @@ def _piece_function(func: tirx.PrimFunc, piece: _Piece, inputs: list, outputs: l
                          attrs=tvm.ir.make_node("ir.DictAttrs", **attrs))
 
 
+def _static_params(func: tirx.PrimFunc) -> bool:
+    """Every parameter is a buffer of static shape (symbolic shapes keep the op whole)."""
+    try:
+        return all(all(isinstance(int(d), int) for d in p.ty.shape) for p in func.params)
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
 def _tensor_type(buf) -> relax.TensorType:
     return relax.TensorType([int(d) for d in buf.ty.shape], str(buf.ty.dtype))
 
@@ -142,14 +150,11 @@ class _Opener(PyExprMutator):
         args = list(call.args[1].fields)
         if len(func.params) < len(args):
             return call
-        try:
-            pieces = split_pieces(func)
-            if not is_compound(pieces):
-                return call
-            for p in func.params:
-                [int(d) for d in p.ty.shape]
-        except (TypeError, ValueError, AttributeError):
-            return call  # symbolic shapes or an unexpected structure: keep the op whole
+        if not _static_params(func):
+            return call
+        pieces = split_pieces(func)
+        if not is_compound(pieces):
+            return call
         return self._open(gvar.name_hint, func, pieces, args)
 
     def _open(self, name: str, func: tirx.PrimFunc, pieces: list[_Piece], args: list):
@@ -162,7 +167,7 @@ class _Opener(PyExprMutator):
 
         for i, piece in enumerate(pieces):
             later_reads = [r for p in pieces[i + 1:] for r in p.reads]
-            inputs = [b for b in piece.reads]
+            inputs = list(piece.reads)
             outputs = [b for b in piece.writes if _contains(finals, b) or _contains(later_reads, b)]
             prim = _piece_function(func, piece, inputs, outputs)
             block_name = piece.blocks[-1].name_hint
