@@ -1,7 +1,7 @@
 """C code generation for DSA targets: ``target.build.c`` overridden from Python (NOTES section 7).
 
 For a target whose keys hold ``"dsa"``, the source TVM's C codegen emits for the lowered kernels
-is wrapped: a prelude defines the matrix-unit instruction ``dsa_mme_gemm_f32`` (host emulation of
+is extended: when a kernel calls it, a definition follows of the matrix-unit instruction ``dsa_mme_gemm_f32`` (host emulation of
 one MME tile, see :mod:`.intrinsics`), and every kernel's model (:mod:`.kernel_model`) is appended
 as a ``/* DSA-KERNEL-MODEL {...} */`` comment, so an executable carries what the simulator needs.
 Storage scopes (``local.dsa_lb``, ``global.dsa_gb``) appear in the allocation names; DMA copies
@@ -20,13 +20,12 @@ from .pipeline import MODEL_ATTR
 MODEL_TAG = "DSA-KERNEL-MODEL"
 _MODEL_RE = re.compile(r"/\* " + MODEL_TAG + r" (\{.*?\}) \*/")
 
-PRELUDE = r"""// ---- DSA runtime for host emulation (tvm_fusion_ext.target_dsa) ----
+RUNTIME = r"""
+// ---- DSA runtime for host emulation (tvm_fusion_ext.target_dsa) ----
 // dsa_mme_gemm_f32: one matrix-unit (MME) instruction, C[m, n] += A[m, k] * B[k, n] on LB tiles.
-#ifdef __cplusplus
-extern "C" {
-#endif
-static inline int32_t dsa_mme_gemm_f32(void* c_, void* a_, void* b_, int32_t ldc, int32_t lda,
-                                       int32_t ldb, int32_t m, int32_t n, int32_t k) {
+// (Declared above by TVM's codegen for the call_extern; defined here with the same signature.)
+TVM_DLL int32_t dsa_mme_gemm_f32(void* c_, void* a_, void* b_, int32_t ldc, int32_t lda,
+                                 int32_t ldb, int32_t m, int32_t n, int32_t k) {
   float* c = (float*)c_;
   const float* a = (const float*)a_;
   const float* b = (const float*)b_;
@@ -37,9 +36,6 @@ static inline int32_t dsa_mme_gemm_f32(void* c_, void* a_, void* b_, int32_t ldc
     }
   return 0;
 }
-#ifdef __cplusplus
-}
-#endif
 """
 
 _FFI_PREFIX = "__tvm_ffi_"
@@ -59,8 +55,9 @@ def _build_c(mod: tvm.IRModule, target: tvm.target.Target):
             symbol = str(attrs.get("global_symbol", model["name"]))
             model["name"] = symbol.removeprefix(_FFI_PREFIX)
             models.append(model)
-    header, sep, rest = source.partition("\n\n")
-    body = header + sep + PRELUDE + rest if sep else PRELUDE + source
+    body = source
+    if "dsa_mme_gemm_f32(" in source:
+        body += RUNTIME
     body += "\n" + "".join(f"/* {MODEL_TAG} {json.dumps(m, sort_keys=True)} */\n" for m in models)
     names = [gv.name_hint for gv in mod.get_global_vars()]
     return tvm.get_global_func("runtime.CSourceModuleCreate")(body, "c", names, [])

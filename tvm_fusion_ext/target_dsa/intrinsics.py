@@ -65,7 +65,8 @@ def register_matrix_intrin(shape: tuple[int, int, int]) -> str:
             T.reads(C[0:m, 0:n], A[0:m, 0:k], B[0:k, 0:n])
             T.writes(C[0:m, 0:n])
             T.evaluate(T.call_extern("int32", "dsa_mme_gemm_f32", C.access_ptr("rw"),
-                                     A.access_ptr("r"), B.access_ptr("r"), ldc, lda, ldb,
+                                     A.access_ptr("r"), B.access_ptr("r"), T.Cast("int32", ldc),
+                                     T.Cast("int32", lda), T.Cast("int32", ldb),
                                      m, n, k))
 
     s_tir.TensorIntrin.register(name, desc, impl, override=True)
@@ -162,7 +163,8 @@ def _tensorize_one(sch, rv, roles, shape) -> bool:
             parts[role] = sch.split(inner[role], [extent // size, size])
         sch.reorder(parts["i"][0], parts["j"][0], parts["k"][0], parts["i"][1], parts["j"][1],
                     parts["k"][1])
-        sch.decompose_reduction(rv, parts["i"][0])
+        # Initialise the accumulator once per tile: below the tile loop, above any K chunk loop.
+        sch.decompose_reduction(rv, sch.get_loops(rv)[1])
         sch.tensorize(parts["i"][1], register_matrix_intrin(shape))
         return True
     except (s_tir.ScheduleError, ValueError, RuntimeError) as err:

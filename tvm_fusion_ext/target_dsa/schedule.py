@@ -73,11 +73,11 @@ def stage_kernel(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions,
             _try(sch.compute_at, sch.get_sblock(name), tile_loop, preserve_unit_loops=True)
     if decisions.k_chunk:
         _split_reduction(sch, tile_loop, decisions.k_chunk, params)
+    _scope_intermediates(sch, decisions.spill)
     if decisions.matrix:
         from .intrinsics import tensorize_contractions
 
         sch = tensorize_contractions(sch, spec)
-    _scope_intermediates(sch, decisions.spill)
     sch.annotate(tile_loop, TILE, 1)
     sch.annotate(tile_loop, CORES, decisions.cores)
     sch.annotate(tile_loop, DOUBLE_BUFFER, int(decisions.double_buffer))
@@ -137,13 +137,34 @@ def default_decisions(func: tirx.PrimFunc, spec: DSASpec) -> Decisions:
     with most tiles, whose overflow :func:`evaluate` spills to GB. A contraction that does not
     fit with its full reduction is tried with smaller K chunks first."""
     shape = output_shape(func)
-    cores = spec.num_cores
     k_extent = reduction_extent(func)
     chunks = [None] + sorted((d for d in _divisors(k_extent or 1) if d < (k_extent or 1)),
                              reverse=True)
+    tiles = tile_candidates(shape)
+    matrix = spec.matrix_shape
+    if matrix is not None and k_extent is not None and len(shape) >= 2:
+        # Matrix unit first: tiles and K chunks that are multiples of its instruction shape.
+        m, n, k = matrix
+        lead = (1,) * (len(shape) - 2)
+        mm_tiles = sorted(((*lead, tm, tn) for tm in _divisors(shape[-2]) if tm % m == 0
+                           for tn in _divisors(shape[-1]) if tn % n == 0),
+                          key=lambda t: (-math.prod(t), t))
+        mm_chunks = [c for c in chunks if (c or k_extent) % k == 0]
+        if mm_tiles:
+            found = _search(func, spec, mm_tiles, mm_chunks, require_fit=True)
+            if found is not None:
+                return found
+    found = _search(func, spec, tiles, chunks, require_fit=False)
+    if found is None:
+        raise Decline("no tile shape recomputes nothing")
+    return found
+
+
+def _search(func, spec: DSASpec, tiles, chunks, require_fit: bool) -> Decisions | None:
+    cores = spec.num_cores
     base_ops = None
     fitting, overflowing = [], []
-    for tile in tile_candidates(shape)[:MAX_TILE_CANDIDATES]:
+    for tile in tiles[:MAX_TILE_CANDIDATES]:
         for chunk in chunks:
             decisions = Decisions(tile, chunk, True, True, cores)
             model = kernel_model(stage_kernel(func, spec, decisions).mod["main"])
@@ -161,9 +182,9 @@ def default_decisions(func: tirx.PrimFunc, spec: DSASpec) -> Decisions:
                 overflowing.append((tiles, decisions))
     if fitting:
         return max(fitting, key=lambda item: item[0])[1]
-    if overflowing:
+    if overflowing and not require_fit:
         return evaluate(func, spec, max(overflowing, key=lambda item: item[0])[1])[2]
-    raise Decline("no tile shape recomputes nothing")
+    return None
 
 
 @register_pass
