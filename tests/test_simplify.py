@@ -39,6 +39,18 @@ class AddZeroExpected:
         return d
 
 
+@I.ir_module
+class AddZerosOp:  # what relax.transform.Gradient emits to start an accumulation
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32")):
+        with R.dataflow():
+            z = R.zeros(R.shape([4, 8]), "float32")
+            a = R.add(z, x)
+            d = R.nn.relu(a)
+            R.output(d)
+        return d
+
+
 # ---- x * 1, x / 1 --------------------------------------------------------------------------------
 @I.ir_module
 class MulOne:
@@ -59,7 +71,7 @@ class MulZero:
     def main(x: R.Tensor((4, 8), "float32"), y: R.Tensor((4, 8), "float32")):
         with R.dataflow():
             a = R.multiply(x, R.const(0.0, "float32"))
-            b = R.add(y, a)
+            b = R.exp(a)
             R.output(b)
         return b
 
@@ -70,7 +82,7 @@ class MulZeroExpected:
     def main(x: R.Tensor((4, 8), "float32"), y: R.Tensor((4, 8), "float32")):
         with R.dataflow():
             a = R.zeros(R.shape([4, 8]), "float32")
-            b = R.add(y, a)
+            b = R.exp(a)
             R.output(b)
         return b
 
@@ -81,7 +93,7 @@ class SubSelf:
     def main(x: R.Tensor((4, 8), "float32"), y: R.Tensor((4, 8), "float32")):
         with R.dataflow():
             a = R.subtract(x, x)
-            b = R.add(y, a)
+            b = R.exp(a)
             R.output(b)
         return b
 
@@ -271,6 +283,7 @@ class InlineCseExpected:
 
 @pytest.mark.parametrize("before, expected, rule", [
     (AddZero, AddZeroExpected, "add_zero"),
+    (AddZerosOp, ReluOfX, "add_zero"),
     (MulOne, ReluOfX, "mul_one"),
     (MulZero, MulZeroExpected, "mul_zero"),
     (SubSelf, MulZeroExpected, "sub_self"),

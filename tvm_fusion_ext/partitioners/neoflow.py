@@ -39,8 +39,9 @@ import heapq
 from dataclasses import dataclass
 
 import tvm
+from tvm import relax
 
-from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
+from ..analysis.graph import DataflowGraph, NodeKind, OpPattern, tensor_bytes
 from ..hardware.device_costs import DeviceCosts
 
 MAX_GROUP_SIZE = 64  # the most bindings in one fused kernel
@@ -124,8 +125,7 @@ class RewardModel:
                 outside = producer.is_block_output or any(c not in union for c in producer.outputs)
                 if not outside:
                     saved_bytes += tensor  # and nobody needs it stored
-                for c in readers:
-                    saved_flops -= self._recompute(graph, producer, graph.nodes[c])
+                saved_flops -= self._recompute(graph, producer, readers, src, dst)
         kernels = 1 if _launches(graph, a) and _launches(graph, b) else 0
         return FusionDelta(saved_bytes, saved_flops, kernels)
 
@@ -137,15 +137,43 @@ class RewardModel:
         return self.reward(graph, group_a, group_b) > MIN_REWARD
 
     @staticmethod
-    def _recompute(graph: DataflowGraph, producer, consumer) -> float:
-        """FLOPs added when ``producer`` is computed inside ``consumer``'s kernel: a reusing consumer
-        (matmul, conv, reduction windows) reads each element ``reuse`` times, so a producer fused
-        into it runs ``reuse`` times unless it is a pure load (FLOPs 0)."""
-        if consumer.pattern not in _REUSING or producer.flops == 0:
+    def _recompute(graph: DataflowGraph, producer, readers, producer_group=(), consumer_group=()
+                   ) -> float:
+        """FLOPs added when ``producer``'s tensor is computed inside the consumers' kernel.
+
+        A reusing op (matmul, conv, reduction windows) reads each element of its input ``reuse``
+        times; to keep the tensor out of memory the fused kernel recomputes it for every read, i.e.
+        runs ``producer`` and everything upstream of it in its group (its *cone*) ``reuse - 1``
+        extra times (Fig. 6's Many consumer). The reusing op may read the tensor through element-wise
+        or injective ops of its group (a concat, a transpose), which are inlined into its loads,
+        so those paths are followed up to the first reusing op. Element-wise-only readers read each
+        element once: nothing is recomputed.
+        """
+        members = set(consumer_group) | set(readers)
+        reuse = 0.0
+        for reader in readers:
+            seen, stack = set(), [(reader, producer.index)]
+            while stack:
+                node, pred = stack.pop()
+                if node in seen:
+                    continue
+                seen.add(node)
+                n = graph.nodes[node]
+                if n.pattern in _REUSING:
+                    reuse = max(reuse, n.flops / (2.0 * _elements(graph.nodes[pred])))
+                    continue
+                stack.extend((c, node) for c in n.outputs if c in members)
+        if reuse <= 1.0:
             return 0.0
-        elements = _elements(producer)
-        reuse = consumer.flops / (2.0 * elements)
-        return max(reuse - 1.0, 0.0) * producer.flops
+        cone, stack = set(), [producer.index]
+        upstream = set(producer_group) | {producer.index}
+        while stack:
+            n = stack.pop()
+            if n in cone:
+                continue
+            cone.add(n)
+            stack.extend(q for q in graph.nodes[n].inputs if q in upstream)
+        return (reuse - 1.0) * sum(graph.nodes[n].flops for n in cone)
 
 
 def _elements(node) -> int:
@@ -243,3 +271,73 @@ class GreedyRewardPartitioner:
             for other in neighbours(ga):
                 push(ga, other)
         return [sorted(m) for m in members.values() if len(m) > 1]
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """Decision: recompute node ``producer`` inside each of ``consumers`` instead of loading it."""
+
+    producer: int
+    consumers: tuple[int, ...]
+    reward: float
+
+
+def recompute_decisions(graph: DataflowGraph, groups: list[list[int]], model: RewardModel
+                        ) -> list[Recompute]:
+    """Forward/backward coupling (section 5.1): should a fused group's tensor that other kernels
+    still need (typically saved for the backward pass) be recomputed by them instead?
+
+    For a node ``p`` of a multi-node group ``G`` whose output leaves ``G`` (and not the block), the
+    alternative to keeping it materialised is to recompute ``p`` in every outside consumer ``c``.
+    Eq. (4) for that alternative, against keeping it:
+
+    * ``dT``: each consumer's load of the tensor (T_B each) and its store (T_B), minus the loads
+      of ``p``'s inputs that ``c`` does not read already;
+    * ``dC``: ``-flops(p)`` per consumer, more if ``c`` reuses its inputs (see ``_recompute``);
+    * ``dK``: 0 (the copy joins the consumer's kernel).
+
+    Only ``p`` whose inputs stay materialised after fusion can be recomputed elsewhere. Returns the
+    decisions with a positive reward.
+    """
+    group_of = {m: gi for gi, g in enumerate(groups) for m in g}
+    decisions = []
+    for gi, group in enumerate(groups):
+        members = set(group)
+        for p in group:
+            node = graph.nodes[p]
+            if node.kind is not NodeKind.CALL_TIR or node.is_block_output:
+                continue
+            outside = [c for c in node.outputs if c not in members]
+            if not outside or not all(_materialised(graph, q, members) for q in node.inputs):
+                continue
+            loads = 0.0
+            flops = 0.0
+            for c in outside:
+                already = set(graph.nodes[c].inputs)
+                if c in group_of:
+                    already |= {q for m in groups[group_of[c]] for q in graph.nodes[m].inputs}
+                loads += node.out_bytes - _external_input_bytes(graph, p) - sum(
+                    graph.nodes[q].out_bytes for q in node.inputs if q not in already)
+                flops += node.flops + RewardModel._recompute(graph, node, [c], (), ())
+            delta = FusionDelta(loads + node.out_bytes, -flops, 0)
+            reward = delta.reward(model.costs)
+            if reward > MIN_REWARD:
+                decisions.append(Recompute(p, tuple(outside), reward))
+    return decisions
+
+
+def _external_input_bytes(graph: DataflowGraph, node: int) -> int:
+    """Bytes of a node's tensor arguments defined outside the block (parameters, constants)."""
+    if not graph.bindings:
+        return 0
+    inside = {b.var for b in graph.bindings}
+    value = graph.bindings[node].value
+    args = value.args[1].fields if isinstance(value, relax.Call) and len(value.args) > 1 \
+        and isinstance(value.args[1], relax.Tuple) else []
+    return sum(tensor_bytes(a.ty) for a in args if a not in inside)
+
+
+def _materialised(graph: DataflowGraph, node: int, group: set[int]) -> bool:
+    """Is ``node``'s output in memory after ``group`` is fused (outside it, or leaving it)?"""
+    n = graph.nodes[node]
+    return node not in group or n.is_block_output or any(c not in group for c in n.outputs)

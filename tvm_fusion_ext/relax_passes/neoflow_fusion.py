@@ -10,6 +10,11 @@ The strategy, phase by phase:
 * fusion: greedy fusion by best Eq. (4) reward (:class:`GreedyRewardPartitioner` through the shared
   :class:`~.materialize_partition.MaterializePartition`), with ``Pd``, ``Pc``, ``L`` measured on the
   machine (:func:`~tvm_fusion_ext.hardware.device_costs.load_or_measure`);
+* the forward/backward coupling: where a fused group's tensor is still needed by other kernels
+  (saved for the backward pass), :func:`~tvm_fusion_ext.partitioners.neoflow.recompute_decisions`
+  weighs recomputing it in those kernels against keeping it, by the same reward; chosen
+  recomputations are copies of the producing binding placed before each consumer, and the greedy
+  fusion then runs on the rewritten block;
 * MindSpore execution-order scheduling of the fused kernels
   (:class:`~.schedule_execution_order.ScheduleExecutionOrder`).
 """
@@ -17,9 +22,13 @@ The strategy, phase by phase:
 from __future__ import annotations
 
 import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from ..analysis.graph import build_graphs
 from ..hardware.device_costs import DeviceCosts, load_or_measure
-from ..partitioners.neoflow import MAX_GROUP_SIZE, GreedyRewardPartitioner, RewardModel
+from ..partitioners.neoflow import (MAX_GROUP_SIZE, GreedyRewardPartitioner, Recompute, RewardModel,
+                                    recompute_decisions)
 from ..pipelines import register_fusion
 from ..registration import register_pass
 from .materialize_partition import MaterializePartition
@@ -34,20 +43,81 @@ class NeoFlowFusion:
     """Group every dataflow block greedily by best fusion reward (section 5.1).
 
     ``costs``: the device's Pd/Pc/L; ``None`` loads (or measures and caches) them for the current
-    target. ``self.merges`` lists ``(reward, binding names)`` of every merge, across blocks.
+    target. ``recompute``: weigh recomputation of coupled tensors (module docstring).
+    ``self.merges`` lists ``(reward, binding names)`` of every merge and ``self.recomputed`` the
+    names of the bindings copied for recomputation, across blocks.
     """
 
-    def __init__(self, costs: DeviceCosts | None = None, max_group_size: int = MAX_GROUP_SIZE):
+    def __init__(self, costs: DeviceCosts | None = None, max_group_size: int = MAX_GROUP_SIZE,
+                 recompute: bool = True):
         self.costs = costs
         self.max_group_size = max_group_size
+        self.recompute = recompute
         self.merges: list = []
+        self.recomputed: list[str] = []
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         costs = self.costs or load_or_measure(tvm.target.Target.current(allow_none=True))
-        partitioner = GreedyRewardPartitioner(RewardModel(costs), self.max_group_size)
+        model = RewardModel(costs)
+        if self.recompute:
+            mod = self._apply_recompute(mod, model)
+        partitioner = GreedyRewardPartitioner(model, self.max_group_size)
         out = MaterializePartition(partitioner)(mod)
         self.merges.extend(partitioner.merges)
         return out
+
+    def _apply_recompute(self, mod: tvm.IRModule, model: RewardModel) -> tvm.IRModule:
+        mod = mod.clone()
+        for gvar, func in list(mod.functions_items()):
+            if not isinstance(func, relax.Function) or (func.attrs and "Primitive" in func.attrs):
+                continue
+            blocks = list(func.body.blocks) if isinstance(func.body, relax.SeqExpr) else []
+            changed = False
+            for graph in build_graphs(mod, gvar.name_hint):
+                groups = GreedyRewardPartitioner(model, self.max_group_size)(graph)
+                decisions = recompute_decisions(graph, groups, model)
+                if decisions:
+                    blocks[graph.block_index] = _with_copies(graph, decisions)
+                    self.recomputed.extend(graph.nodes[d.producer].name for d in decisions)
+                    changed = True
+            if changed:
+                body = relax.SeqExpr(blocks, func.body.body)
+                mod[gvar] = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
+        return mod
+
+
+def _with_copies(graph, decisions: list[Recompute]) -> relax.DataflowBlock:
+    """The block with each decided producer's binding copied right before each of its consumers
+    (the consumer then reads the copy)."""
+    copies_for: dict[int, list[int]] = {}
+    for d in decisions:
+        for c in d.consumers:
+            copies_for.setdefault(c, []).append(d.producer)
+    bindings = []
+    for i, binding in enumerate(graph.bindings):
+        rename = {}
+        for p in copies_for.get(i, []):
+            original = graph.bindings[p]
+            copy = relax.DataflowVar(f"{original.var.name}_recompute", original.var.ty)
+            bindings.append(relax.VarBinding(copy, original.value))
+            rename[original.var] = copy
+        if rename:
+            binding = relax.VarBinding(binding.var, _Rename(rename).visit_expr(binding.value))
+        bindings.append(binding)
+    return relax.DataflowBlock(bindings)
+
+
+@mutator
+class _Rename(PyExprMutator):
+    def __init__(self, rename: dict):
+        super().__init__()
+        self.rename = rename
+
+    def visit_var_(self, var):
+        return self.rename.get(var, var)
+
+    def visit_dataflow_var_(self, var):
+        return self.rename.get(var, var)
 
 
 def _neoflow_high_level(target):

@@ -10,7 +10,7 @@ turns every reshape-pattern kernel into a view, so they launch nothing.
 Rules (each bumps a named counter in :attr:`Simplify.counters`):
 
 ================  ==================================================================
-``add_zero``      ``x + 0``, ``0 + x``, ``x - 0`` -> ``x``
+``add_zero``      ``x + 0``, ``0 + x``, ``x - 0`` -> ``x`` (``0``: a constant or ``R.zeros``)
 ``mul_one``       ``x * 1``, ``1 * x``, ``x / 1`` -> ``x``
 ``mul_zero``      ``x * 0``, ``0 * x`` -> ``zeros``
 ``sub_self``      ``x - x`` -> ``zeros``
@@ -51,6 +51,7 @@ _RESHAPE = _op("relax.reshape")
 _ASTYPE = _op("relax.astype")
 _CONCAT = _op("relax.concat")
 _SLICE = _op("relax.strided_slice")
+_ZEROS, _ONES = _op("relax.zeros"), _op("relax.ones")
 _NO_TASK = tuple(_op(f"relax.{n}") for n in ("expand_dims", "squeeze", "flatten"))
 
 
@@ -59,7 +60,12 @@ def _is(call, op) -> bool:
 
 
 def _constant_value(expr) -> float | None:
-    """The single value of a constant tensor whose elements are all equal, else ``None``."""
+    """The single value of a constant tensor whose elements are all equal (``R.zeros`` and
+    ``R.ones``, which ``Gradient`` emits, included), else ``None``."""
+    if _is(expr, _ZEROS):
+        return 0.0
+    if _is(expr, _ONES):
+        return 1.0
     if not isinstance(expr, tvm.ir.Constant):
         return None
     data = expr.value.numpy()
