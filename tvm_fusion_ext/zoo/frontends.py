@@ -30,12 +30,15 @@ ONNX_OPSET = 17
 
 
 def export_program(module: torch.nn.Module, inputs: tuple) -> torch.export.ExportedProgram:
-    with torch.no_grad():
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore", FutureWarning)       # torch-internal pytree deprecations
         return torch.export.export(module, tuple(inputs))
 
 
 def relax_from_exported_program(program: torch.export.ExportedProgram) -> tvm.IRModule:
-    return from_exported_program(program, keep_params_as_input=False, unwrap_unit_return_tuple=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)       # torch-internal pytree deprecations
+        return from_exported_program(program, keep_params_as_input=False, unwrap_unit_return_tuple=True)
 
 
 def relax_from_torch(module: torch.nn.Module, inputs: tuple) -> tvm.IRModule:
@@ -102,6 +105,8 @@ def load_onnx_file(path: str) -> onnx.ModelProto:
 
 def load_exported_program(path: str) -> torch.export.ExportedProgram:
     try:
-        return torch.export.load(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return torch.export.load(path)
     except Exception as err:
         raise ValueError(f"{path}: not a saved torch.export program ({type(err).__name__})") from None

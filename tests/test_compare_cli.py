@@ -1,0 +1,115 @@
+"""``tvm-fusion compare``: the JSON shape other tools read, model files, and one-line errors."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tvm_fusion_ext.cli import main
+
+pytestmark = pytest.mark.zoo
+
+ROW_KEYS = {"fusion": str, "kernels": int, "boundary_bytes": int, "compile_s": float, "latency_ms": float,
+            "max_abs_err": float, "speedup_vs_stock": float}
+SMALL_ARGS = ["--model-arg", "batch=4", "--model-arg", "features=64"]
+
+
+def _compare(tmp_path, *argv):
+    out = tmp_path / "r.json"
+    assert main(["compare", *argv, "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def _check_shape(report, fusions):
+    assert set(report) == {"model", "policy", "machine", "rows"}
+    assert isinstance(report["machine"], str) and report["machine"]
+    assert [row["fusion"] for row in report["rows"]] == fusions
+    for row in report["rows"]:
+        assert set(row) == set(ROW_KEYS)
+        reference = row["fusion"] in ("torch", "onnxruntime")
+        for key, kind in ROW_KEYS.items():
+            if reference and key in ("kernels", "boundary_bytes", "compile_s") and row[key] is None:
+                continue
+            assert isinstance(row[key], kind), (row["fusion"], key, row[key])
+        assert row["latency_ms"] > 0 and row["max_abs_err"] < 1e-3
+
+
+def test_zoo_model_json_shape_with_reference_rows(tmp_path, capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime")
+    report = _compare(tmp_path, "--model", "apollo_fig3", *SMALL_ARGS,
+                      "--fusion", "none,stock,torch,onnxruntime")
+    _check_shape(report, ["none", "stock", "torch", "onnxruntime"])
+    assert report["model"] == "apollo_fig3" and report["policy"] == "untuned"
+    none, stock, torch_row, ort_row = report["rows"]
+    assert stock["speedup_vs_stock"] == 1.0
+    assert stock["kernels"] < none["kernels"] and stock["boundary_bytes"] < none["boundary_bytes"]
+    assert torch_row["kernels"] is None and torch_row["boundary_bytes"] is None
+    assert torch_row["max_abs_err"] == 0.0                    # PyTorch is the reference
+    from tvm_fusion_ext import zoo
+    from tvm_fusion_ext.pipelines import fusion_pipeline
+    from tvm_fusion_ext.testing.verify import kernel_traffic
+
+    mod = zoo.load("apollo_fig3", {"batch": 4, "features": 64}).relax("torch")
+    for row in (none, stock):                                 # read off the module that was compiled
+        traffic = kernel_traffic(fusion_pipeline(row["fusion"])(mod))
+        assert (row["kernels"], row["boundary_bytes"]) == (traffic.kernels, traffic.boundary_bytes)
+    table = capsys.readouterr().out
+    assert "speedup vs stock" in table and "onnxruntime" in table
+
+
+def test_onnx_file_uses_onnxruntime_reference(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from tvm_fusion_ext import zoo
+
+    path = tmp_path / "model.onnx"
+    path.write_bytes(zoo.load("multi_tail", {"batch": 4, "features": 64}).onnx_bytes())
+    report = _compare(tmp_path, "--model", str(path), "--fusion", "stock,onnxruntime")
+    _check_shape(report, ["stock", "onnxruntime"])
+    assert report["rows"][1]["max_abs_err"] == 0.0             # ONNX Runtime is the reference
+
+
+def test_saved_exported_program(tmp_path):
+    torch = pytest.importorskip("torch")
+    from tvm_fusion_ext import zoo
+
+    path = tmp_path / "lltm.pt2"
+    torch.export.save(zoo.load("lltm", {"batch": 4}).exported_program(), str(path))
+    report = _compare(tmp_path, "--model", str(path), "--fusion", "stock,torch", "--policy", "unscheduled")
+    _check_shape(report, ["stock", "torch"])
+    assert report["policy"] == "unscheduled"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "resnet19"], "unknown model 'resnet19'"),
+    (["--model", "apollo_fig3", "--fusion", "stock,bogus"], "unknown fusion strategy 'bogus'"),
+    (["--model", "apollo_fig3", "--model-arg", "depth=3"], "has no argument 'depth'"),
+    (["--model", "apollo_fig3", "--target", "nosuchtarget"], "bad target"),
+    (["--model", "missing.onnx"], "no such file"),
+])
+def test_user_errors_are_one_line(argv, message, capsys):
+    assert main(["compare", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_malformed_onnx_is_one_line(tmp_path, capsys):
+    pytest.importorskip("onnx")
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(b"\x08\x07this is not a protobuf model\xff\xff")
+    assert main(["compare", "--model", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a valid ONNX model" in err
+
+
+def test_console_script_exits_nonzero_without_traceback():
+    script = shutil.which("tvm-fusion", path=os.path.dirname(sys.executable))
+    command = [script] if script else [sys.executable, "-c", "from tvm_fusion_ext.cli import main; "
+                                       "raise SystemExit(main())"]
+    result = subprocess.run([*command, "compare", "--model", "no_such_model", "--fusion", "stock"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "Traceback" not in result.stderr

@@ -1,0 +1,62 @@
+"""``tvm-fusion compare``: one table, one row per fusion strategy, on one model.
+
+    tvm-fusion compare --model resnet18 --fusion none,stock,torch,onnxruntime --json r.json
+
+The measuring lives in :mod:`tvm_fusion_ext.evaluation`; this module only parses and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..pipelines import DEFAULT_POLICY, POLICIES
+
+HELP = "compare fusion strategies on one model (kernels, boundary bytes, compile time, latency, error)"
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("compare", help=HELP, description=HELP)
+    parser.add_argument("--model", required=True,
+                        help="zoo model name, an .onnx file, or a torch.export.save file")
+    parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="zoo model argument (repeatable), e.g. layers=2 seq=128 batch=8 image=112")
+    parser.add_argument("--fusion", default="none,stock",
+                        help="comma-separated strategies ('all' = every registered one), plus the reference "
+                             "rows torch and onnxruntime")
+    parser.add_argument("--target", default="llvm", help="target string or JSON dict")
+    parser.add_argument("--import", dest="importer", choices=("torch", "onnx"), default=None,
+                        help="import path for zoo models (default torch; .onnx files use onnx)")
+    parser.add_argument("--policy", choices=POLICIES, default=DEFAULT_POLICY,
+                        help="scheduling policy, the same for every strategy")
+    parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for TVM, PyTorch and ONNX Runtime (default: all logical CPUs)")
+    parser.add_argument("--runs", type=int, default=20, help="minimum timed runs per row (median reported)")
+    parser.add_argument("--trials", type=int, default=32,
+                        help="MetaSchedule trials per task under --policy tuned")
+    parser.add_argument("--work-dir", default=None,
+                        help="tuning databases under --policy tuned (one sub-directory per strategy)")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import evaluation
+
+    if args.runs < 20:
+        raise ValueError("--runs must be at least 20")
+    fusions = evaluation.parse_fusions(args.fusion)
+    target = evaluation.parse_target(args.target)
+    evaluation.configure_threads(args.threads)
+    workload = evaluation.load_workload(args.model, args.model_arg, args.importer)
+    report = evaluation.compare(workload, fusions, target, args.policy, threads=args.threads,
+                                min_runs=args.runs, trials_per_task=args.trials, work_dir=args.work_dir)
+    print(f"model {report.model} ({workload.importer} import), policy {report.policy}, target {args.target}, "
+          f"reference {workload.reference}")
+    print(f"machine: {report.machine}")
+    print(report.table())
+    sys.stdout.flush()
+    if args.json:
+        report.write_json(args.json)
+    return 0

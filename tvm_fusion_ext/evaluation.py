@@ -1,0 +1,457 @@
+"""Side-by-side measurement of fusion strategies on one model (what ``tvm-fusion compare`` prints).
+
+For every requested strategy the same Relax module is compiled under the same scheduling policy,
+so fusion is the only difference between two rows. Each row reports
+
+* ``kernels`` / ``boundary_bytes``: :func:`testing.verify.kernel_traffic` of the module after the
+  strategy's :func:`pipelines.fusion_pipeline` (kernels per inference, bytes crossing them);
+* ``compile_s``: wall time of the complete ``tvm.compile`` (:func:`testing.verify.build`);
+* ``latency_ms``: median of at least ``min_runs`` timed runs after warm-up;
+* ``max_abs_err``: against the reference outputs (PyTorch eager for zoo models and saved
+  ExportedPrograms, ONNX Runtime for ``.onnx`` files);
+* ``speedup_vs_stock``: the ``stock`` row's latency over this row's (``None`` without a stock row).
+
+The reference rows ``torch`` (PyTorch eager) and ``onnxruntime`` run the same model with the same
+thread count; their kernel and byte fields are ``None`` (and ``compile_s`` is ``None`` for eager
+PyTorch, ONNX Runtime's session creation time otherwise).
+
+``tuned`` tunes each strategy's own fused kernels with MetaSchedule (the same trial budget per
+task for every strategy) before compiling with the records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from .pipelines import POLICIES, fusion_names, fusion_pipeline, get_strategy
+from .testing import verify
+
+REFERENCE_ROWS = ("torch", "onnxruntime")
+
+
+# ------------------------------------------------------------------------------------------------
+# Workloads: a Relax module, its inputs and reference outputs, from a zoo name or a model file
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Workload:
+    """What ``compare`` measures: a Relax module with inputs and reference outputs.
+
+    ``torch_module`` (a callable on torch tensors) and ``onnx_model`` (a function returning ONNX
+    bytes) are what the ``torch`` and ``onnxruntime`` reference rows run; either may be ``None``
+    when the model's source cannot provide it.
+    """
+
+    name: str
+    importer: str
+    mod: tvm.IRModule
+    inputs: list[np.ndarray]
+    expected: list[np.ndarray]
+    reference: str
+    torch_module: Callable | None = None
+    onnx_model: Callable[[], bytes] | None = None
+    args: dict = field(default_factory=dict)
+
+
+def load_workload(model: str, model_args: list[str] | None = None, importer: str | None = None,
+                  seed: int = 0) -> Workload:
+    """A zoo model name, an ``.onnx`` file or a ``torch.export.save`` file, as a :class:`Workload`.
+
+    ``importer`` is ``"torch"`` or ``"onnx"``; ``None`` picks the file's own format (``torch`` for
+    zoo models). User mistakes raise ``ValueError`` with a one-line message.
+    """
+    from . import zoo
+
+    if importer not in (None, *zoo.IMPORTERS):
+        raise ValueError(f"unknown import path {importer!r}; known: {', '.join(zoo.IMPORTERS)}")
+    if model.endswith(".onnx") or os.path.isfile(model):
+        if model_args:
+            raise ValueError("--model-arg applies to zoo models only, not to model files")
+        if not os.path.isfile(model):
+            raise ValueError(f"{model}: no such file")
+        if model.endswith(".onnx"):
+            return _onnx_file_workload(model, importer)
+        return _exported_program_workload(model, importer)
+    if model not in zoo.MODELS:
+        raise ValueError(f"unknown model {model!r} (not a zoo name or a file); zoo: "
+                         f"{', '.join(zoo.model_names())}")
+    args = zoo.parse_model_args(model, model_args)
+    built = zoo.load(model, args, seed)
+    importer = importer or "torch"
+    mod = _import(lambda: built.relax(importer), model)
+    return Workload(model, importer, mod, built.numpy_inputs(), built.reference_outputs(), "torch",
+                    torch_module=built.module, onnx_model=built.onnx_bytes, args=args)
+
+
+def _onnx_file_workload(path: str, importer: str | None) -> Workload:
+    from .zoo import frontends
+
+    if importer == "torch":
+        raise ValueError(f"{path}: an ONNX file can only be imported with --import onnx")
+    model = frontends.load_onnx_file(path)
+    mod = _import(lambda: frontends.relax_from_onnx(model), path)
+    inputs = verify.random_inputs(mod["main"])
+    data = model.SerializeToString()
+    reference = _onnxruntime_session(data, [name for name, _, _ in frontends.onnx_input_specs(model)],
+                                     inputs, threads=None)
+    return Workload(path, "onnx", mod, inputs, reference(), "onnxruntime", onnx_model=lambda: data)
+
+
+def _exported_program_workload(path: str, importer: str | None) -> Workload:
+    import torch
+
+    from .zoo import flatten_outputs, frontends
+
+    program = frontends.load_exported_program(path)
+    module = program.module()
+    args, kwargs = program.example_inputs or ((), {})
+    if kwargs:
+        raise ValueError(f"{path}: keyword example inputs are not supported")
+    torch_inputs = tuple(args)
+    if not torch_inputs:
+        mod = _import(lambda: frontends.relax_from_exported_program(program), path)
+        torch_inputs = tuple(torch.from_numpy(x) for x in verify.random_inputs(mod["main"]))
+    names = [f"input{i}" for i in range(len(torch_inputs))]
+    importer = importer or "torch"
+    if importer == "torch":
+        mod = _import(lambda: frontends.relax_from_exported_program(program), path)
+    else:
+        mod = _import(lambda: frontends.relax_from_onnx(frontends.onnx_bytes(module, torch_inputs, names)), path)
+    with torch.no_grad():
+        expected = flatten_outputs(module(*torch_inputs))
+    return Workload(path, importer, mod, [t.numpy() for t in torch_inputs], expected, "torch",
+                    torch_module=module, onnx_model=lambda: frontends.onnx_bytes(module, torch_inputs, names))
+
+
+def _import(fn: Callable[[], tvm.IRModule], what: str) -> tvm.IRModule:
+    """Run an importer; its failures (unsupported op, bad graph) become one-line ``ValueError``s."""
+    try:
+        return fn()
+    except ValueError as err:
+        raise ValueError(f"{what}: import failed: {_first_line(err)}") from None
+    except Exception as err:                       # frontends raise many unrelated types
+        raise ValueError(f"{what}: import failed ({type(err).__name__}): {_first_line(err)}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    """The message line of an error (the last line when TVM prepends its own traceback)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    return lines[-1] if any(line.startswith("Traceback") for line in lines) else lines[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# Threads and timing
+# ------------------------------------------------------------------------------------------------
+def configure_threads(threads: int | None = None) -> int:
+    """Use ``threads`` in TVM, PyTorch and ONNX Runtime; returns the count TVM really uses.
+
+    The default is ``TVM_NUM_THREADS`` when set, else every logical CPU.
+
+    TVM reads ``TVM_NUM_THREADS`` when its thread pool starts (lazily, at the first parallel
+    kernel); without it TVM uses half the logical CPUs on x86. If the pool already runs with
+    another count, that count is returned so every runtime still gets the same number.
+    """
+    threads = threads or int(os.environ.get("TVM_NUM_THREADS") or 0) or os.cpu_count() or 1
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    threads = int(tvm.get_global_func("runtime.NumThreads")())
+    try:
+        import torch
+    except ImportError:
+        return threads
+    torch.set_num_threads(threads)
+    return threads
+
+
+def measure_latency_ms(fn: Callable[[], object], warmup: int = 3, min_runs: int = 20,
+                       min_seconds: float = 0.5, max_runs: int = 1000) -> float:
+    """Median wall time of ``fn()`` in ms: ``warmup`` untimed calls, then at least ``min_runs``
+    timed calls (more, up to ``max_runs``, until about ``min_seconds`` have been spent)."""
+    for _ in range(max(warmup, 1)):
+        fn()
+    start = time.perf_counter()
+    fn()
+    estimate = time.perf_counter() - start
+    runs = max(min_runs, min(max_runs, math.ceil(min_seconds / max(estimate, 1e-9))))
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e3
+
+
+def machine_description(threads: int) -> str:
+    """``"<cpu model>, <n> logical CPUs, <threads> threads, <os>"``."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} logical CPUs, {threads} threads, {platform.system()} {platform.release()}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Rows
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Row:
+    """One line of the comparison (the JSON row shape other tools read)."""
+
+    fusion: str
+    kernels: int | None
+    boundary_bytes: int | None
+    compile_s: float | None
+    latency_ms: float
+    max_abs_err: float
+    speedup_vs_stock: float | None = None
+
+
+@dataclass
+class Report:
+    model: str
+    policy: str
+    machine: str
+    rows: list[Row]
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "policy": self.policy, "machine": self.machine,
+                "rows": [asdict(row) for row in self.rows]}
+
+    def write_json(self, path: str) -> None:
+        with open(path, "w") as out:
+            json.dump(self.to_json(), out, indent=2)
+            out.write("\n")
+
+    def table(self) -> str:
+        header = ["fusion", "kernels", "boundary MB", "compile s", "latency ms", "max abs err",
+                  "speedup vs stock"]
+        lines = [[row.fusion, _fmt(row.kernels, "d"), _fmt(row.boundary_bytes and row.boundary_bytes / 1e6, ".2f"),
+                  _fmt(row.compile_s, ".1f"), _fmt(row.latency_ms, ".3f"), _fmt(row.max_abs_err, ".2e"),
+                  _fmt(row.speedup_vs_stock, ".2f")] for row in self.rows]
+        widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
+        fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
+                                      for i, (c, w) in enumerate(zip(cells, widths)))
+        return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, lines)])
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def parse_fusions(text: str | list[str]) -> list[str]:
+    """``"none,stock,torch"`` -> names, checked against the registry and the reference rows.
+
+    ``all`` stands for every registered strategy, in registration order.
+    """
+    names = text.split(",") if isinstance(text, str) else list(text)
+    names = [name.strip() for name in names if name.strip()]
+    names = list(dict.fromkeys(n for name in names for n in (fusion_names() if name == "all" else [name])))
+    if not names:
+        raise ValueError("no fusion strategy given")
+    known = [*fusion_names(), *REFERENCE_ROWS]
+    for name in names:
+        if name not in known:
+            raise ValueError(f"unknown fusion strategy {name!r}; known: {', '.join(known)}")
+    return names
+
+
+def parse_target(text: str | dict | tvm.target.Target) -> tvm.target.Target:
+    """A target string (``llvm``, a tag) or its JSON dict form, as a ``Target``."""
+    if isinstance(text, tvm.target.Target):
+        return text
+    try:
+        spec = json.loads(text) if isinstance(text, str) and text.lstrip().startswith("{") else text
+        return tvm.target.Target(spec)
+    except Exception as err:
+        raise ValueError(f"bad target {text!r}: {_first_line(err)}") from None
+
+
+def compare(workload: Workload, fusions: list[str], target="llvm", policy: str = "untuned",
+            threads: int | None = None, min_runs: int = 20, warmup: int = 3, trials_per_task: int = 32,
+            work_dir: str | None = None, progress: bool | None = None) -> Report:
+    """Measure every strategy in ``fusions`` (plus reference rows) on ``workload``."""
+    from tqdm import tqdm
+
+    fusions = parse_fusions(fusions)
+    target = parse_target(target)
+    if policy not in POLICIES:
+        raise ValueError(f"unknown scheduling policy {policy!r}; known: {', '.join(POLICIES)}")
+    threads = configure_threads(threads)
+    disable = None if progress is None else not progress
+    runners: dict[str, tuple[Callable, Row]] = {}
+    for name in tqdm(fusions, desc="compile", unit="row", disable=disable, leave=False):
+        if name == "torch":
+            runners[name] = _torch_row(workload, threads)
+        elif name == "onnxruntime":
+            runners[name] = _onnxruntime_row(workload, threads)
+        else:
+            runners[name] = _tvm_row(workload, name, target, policy, trials_per_task, work_dir)
+    rows = []
+    for name in tqdm(fusions, desc="time", unit="row", disable=disable, leave=False):
+        fn, row = runners[name]
+        row.latency_ms = measure_latency_ms(fn, warmup=warmup, min_runs=min_runs)
+        rows.append(row)
+    stock = next((row.latency_ms for row in rows if row.fusion == "stock"), None)
+    for row in rows:
+        row.speedup_vs_stock = stock / row.latency_ms if stock is not None else None
+    return Report(workload.name, policy, machine_description(threads), rows)
+
+
+def _tvm_row(workload: Workload, name: str, target: tvm.target.Target, policy: str,
+             trials_per_task: int, work_dir: str | None) -> tuple[Callable, Row]:
+    get_strategy(name)
+    database = None
+    if policy == "tuned":
+        database = tune_strategy(workload.mod, name, target, trials_per_task,
+                                 os.path.join(work_dir, name) if work_dir else None)
+    capture = _CaptureFused(name)
+    start = time.perf_counter()
+    with _instrumented(capture), (database if database is not None else contextlib.nullcontext()):
+        executable = verify.build(workload.mod, name, target, policy)
+    compile_s = time.perf_counter() - start
+    if capture.fused is None:
+        raise RuntimeError(f"pipeline of {name!r} never ran its fusion stage {capture.pass_name!r}")
+    traffic = verify.kernel_traffic(capture.fused)
+    error = verify.max_abs_error(verify.run(executable, workload.inputs), workload.expected)
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    args = [tvm.runtime.tensor(x) for x in workload.inputs]
+    main = vm["main"]
+    return (lambda: main(*args)), Row(name, traffic.kernels, traffic.boundary_bytes, compile_s,
+                                      math.nan, error)
+
+
+@tvm.ir.instrument.pass_instrument
+class _CaptureFused:
+    """Keeps the module right after a strategy's fusion stage of the pipeline being compiled, so
+    kernels and boundary bytes are read off exactly what gets compiled (no second pre-processing)."""
+
+    def __init__(self, name: str):
+        self.pass_name = fusion_pipeline(name).info.name
+        self.fused = None
+
+    def run_after_pass(self, mod, info):
+        if info.name == self.pass_name:
+            self.fused = mod
+
+
+def _instrumented(instrument) -> tvm.transform.PassContext:
+    """The current PassContext with ``instrument`` added."""
+    current = tvm.transform.PassContext.current()
+    return tvm.transform.PassContext(opt_level=current.opt_level, config=dict(current.config),
+                                     required_pass=list(current.required_pass),
+                                     disabled_pass=list(current.disabled_pass),
+                                     instruments=[*current.instruments, instrument])
+
+
+def _torch_row(workload: Workload, threads: int) -> tuple[Callable, Row]:
+    import torch
+
+    from .zoo import flatten_outputs
+
+    if workload.torch_module is None:
+        raise ValueError(f"{workload.name}: the torch row needs a zoo model or a saved ExportedProgram")
+    module, inputs = workload.torch_module, [torch.from_numpy(x) for x in workload.inputs]
+    torch.set_num_threads(threads)
+
+    def call():
+        with torch.no_grad():
+            return module(*inputs)
+
+    error = verify.max_abs_error(flatten_outputs(call()), workload.expected)
+    return call, Row("torch", None, None, None, math.nan, error)
+
+
+def _onnxruntime_row(workload: Workload, threads: int) -> tuple[Callable, Row]:
+    if workload.onnx_model is None:
+        raise ValueError(f"{workload.name}: the onnxruntime row needs a model that exports to ONNX")
+    import onnx
+
+    data = workload.onnx_model()
+    graph = onnx.load_from_string(data).graph
+    initializers = {init.name for init in graph.initializer}
+    names = [value.name for value in graph.input if value.name not in initializers]
+    start = time.perf_counter()
+    call = _onnxruntime_session(data, names, workload.inputs, threads)
+    compile_s = time.perf_counter() - start
+    error = verify.max_abs_error(call(), workload.expected)
+    return call, Row("onnxruntime", None, None, compile_s, math.nan, error)
+
+
+def _onnxruntime_session(data: bytes, names: list[str], inputs: list[np.ndarray],
+                         threads: int | None) -> Callable[[], list]:
+    """A new ONNX Runtime session; the returned ``call()`` runs it on ``inputs``."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    feeds = dict(zip(names, inputs))
+    return lambda: session.run(None, feeds)
+
+
+# ------------------------------------------------------------------------------------------------
+# The "tuned" policy: MetaSchedule over a strategy's own fused kernels
+# ------------------------------------------------------------------------------------------------
+def tune_strategy(mod: tvm.IRModule, name: str, target: tvm.target.Target, trials_per_task: int,
+                  work_dir: str | None = None):
+    """Tune every kernel of ``mod`` fused by strategy ``name``; returns the MetaSchedule database.
+
+    Tasks are extracted from the strategy's fused module (NOTES section 6.2: ``compile_relax`` would
+    re-fuse with the built-in FuseOps), each with ``trials_per_task`` trials, measured through an
+    in-process builder (NOTES section 0: the default builder times out on small machines). With a
+    ``work_dir`` the JSON database there is resumed and extended.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    with target:
+        fused = fusion_pipeline(name, target)(mod)
+    tasks = ms.relax_integration.extract_tasks(fused, target)
+    work_dir = work_dir or tempfile.mkdtemp(prefix=f"tvm_fusion_tune_{name}_")
+    os.makedirs(work_dir, exist_ok=True)
+    return ms.relax_integration.tune_relax(
+        fused, params={}, target=target, work_dir=work_dir,
+        max_trials_global=trials_per_task * max(len(tasks), 1), max_trials_per_task=trials_per_task,
+        num_trials_per_iter=min(trials_per_task, 16), builder=_in_process_builder(),
+        runner=ms.runner.LocalRunner(timeout_sec=60, evaluator_config=ms.runner.EvaluatorConfig(number=3)),
+        cost_model=ms.cost_model.XGBModel(adaptive_training=False, num_warmup_samples=0),
+        seed=0)
+
+
+def _in_process_builder():
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+
+    @derived_object
+    class InProcessBuilder(PyBuilder):
+        """Builds candidates in this process (NOTES section 6.1)."""
+
+        def build(self, build_inputs):
+            results = []
+            for build_input in build_inputs:
+                try:
+                    executable = tvm.compile(build_input.mod, target=build_input.target)
+                    path = os.path.join(tempfile.mkdtemp(prefix="tvm_fusion_ms_"), "candidate.tar")
+                    executable.export_library(path)
+                    results.append(BuilderResult(path, None))
+                except Exception as err:               # a failed candidate must not stop tuning
+                    results.append(BuilderResult(None, str(err)))
+            return results
+
+    return InProcessBuilder()
