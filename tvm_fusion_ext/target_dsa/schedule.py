@@ -37,8 +37,9 @@ from .spec import DSASpec
 
 LB = "local.dsa_lb"
 GB = "global.dsa_gb"
-# At most this many tile shapes are evaluated per kernel (largest first).
-MAX_TILE_CANDIDATES = 16
+# Search limits of the untuned choice: tile shapes (largest first) and K chunks per tile.
+MAX_TILE_CANDIDATES = 8
+MAX_K_CHUNKS = 2
 _LOG = logging.getLogger(__name__)
 
 
@@ -103,15 +104,16 @@ def tile_candidates(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
     return out or [()]
 
 
-def reduction_extent(func: tirx.PrimFunc) -> int | None:
-    """Extent of the outermost reduction loop of the kernel's contraction, if it has one."""
+def contraction(func: tirx.PrimFunc) -> tuple[int, int] | None:
+    """``(extent of the outer reduction loop, number of reduction loops)`` of the kernel's
+    multiply-accumulate block, if it has one (a GEMM has one reduction loop, a conv three)."""
     sch = s_tir.Schedule(func)
     _inline(sch)
     for name in _block_names(sch):
         block = sch.get(sch.get_sblock(name))
         reduce = [iv for iv in block.iter_vars if iv.iter_type == 2]
         if reduce and _is_mac(block):
-            return int(reduce[0].dom.extent)
+            return int(reduce[0].dom.extent), len(reduce)
     return None
 
 
@@ -131,33 +133,57 @@ def evaluate(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions):
     return sch, model, decisions
 
 
+_DECISIONS_CACHE: dict[tuple, Decisions] = {}
+
+
 def default_decisions(func: tirx.PrimFunc, spec: DSASpec) -> Decisions:
+    """:func:`_default_decisions`, memoised per (structural hash of the kernel, spec)."""
+    import tvm_ffi
+
+    key = (tvm_ffi.structural_hash(func), spec)
+    if key not in _DECISIONS_CACHE:
+        _DECISIONS_CACHE[key] = _default_decisions(func, spec)
+    return _DECISIONS_CACHE[key]
+
+
+def _default_decisions(func: tirx.PrimFunc, spec: DSASpec) -> Decisions:
     """The untuned choice: among tiles that recompute nothing, the largest that fits LB and
     gives every core a tile; else the fitting one with most tiles; else (nothing fits) the one
     with most tiles, whose overflow :func:`evaluate` spills to GB. A contraction that does not
     fit with its full reduction is tried with smaller K chunks first."""
     shape = output_shape(func)
-    k_extent = reduction_extent(func)
-    chunks = [None] + sorted((d for d in _divisors(k_extent or 1) if d < (k_extent or 1)),
-                             reverse=True)
+    info = contraction(func)
+    k_extent = info[0] if info else None
+    all_chunks = sorted((d for d in _divisors(k_extent or 1) if d < (k_extent or 1)), reverse=True)
+    chunks = [None] + all_chunks[:MAX_K_CHUNKS]
     tiles = tile_candidates(shape)
     matrix = spec.matrix_shape
-    if matrix is not None and k_extent is not None and len(shape) >= 2:
+    if matrix is not None and info is not None and info[1] == 1 and len(shape) >= 2:
         # Matrix unit first: tiles and K chunks that are multiples of its instruction shape.
         m, n, k = matrix
         lead = (1,) * (len(shape) - 2)
         mm_tiles = sorted(((*lead, tm, tn) for tm in _divisors(shape[-2]) if tm % m == 0
                            for tn in _divisors(shape[-1]) if tn % n == 0),
                           key=lambda t: (-math.prod(t), t))
-        mm_chunks = [c for c in chunks if (c or k_extent) % k == 0]
-        if mm_tiles:
-            found = _search(func, spec, mm_tiles, mm_chunks, require_fit=True)
-            if found is not None:
-                return found
+        mm_chunks = [None] + [c for c in all_chunks if c % k == 0]
+        for tile in mm_tiles:
+            for chunk in mm_chunks:
+                if _gemm_estimate(tile, chunk or k_extent) > spec.lb_bytes:
+                    continue
+                found = _search(func, spec, [tile], [chunk], require_fit=True)
+                if found is not None:
+                    return found
     found = _search(func, spec, tiles, chunks, require_fit=False)
     if found is None:
         raise Decline("no tile shape recomputes nothing")
     return found
+
+
+def _gemm_estimate(tile: tuple[int, ...], chunk: int) -> int:
+    """Lower bound of a float32 GEMM tile's LB bytes: accumulator and output tile, and the
+    double-buffered A and B chunks."""
+    tm, tn = tile[-2], tile[-1]
+    return 4 * (2 * tm * tn + 2 * (tm * chunk + chunk * tn))
 
 
 def _search(func, spec: DSASpec, tiles, chunks, require_fit: bool) -> Decisions | None:

@@ -1,0 +1,48 @@
+"""dsa/* target tags, spec presets and spec files (issue 7, items 1-2)."""
+
+import json
+
+import pytest
+import tvm
+
+import tvm_fusion_ext  # noqa: F401  (registers the tags)
+from tvm_fusion_ext.hardware import spec_for_target
+from tvm_fusion_ext.target_dsa import PRESETS, DSASpec, register_dsa_target
+
+
+def test_stcp920_tag_after_import():
+    target = tvm.target.Target("dsa/stcp920")
+    assert "dsa" in list(target.keys) and target.kind.name == "c"
+    spec = DSASpec.from_target(target)
+    assert spec is spec_for_target(target)
+    # GraphTurbo formula (2): d=4, c=8, u=3, LB 64 KB L1, GB 8 MB LLB, vector core + VME + MME.
+    assert (spec.clusters, spec.cores_per_cluster, len(spec.units)) == (4, 8, 3)
+    assert spec.lb_bytes == 64 * 1024 == spec.fast_memory_bytes
+    assert spec.gb_bytes == 8 * 1024 * 1024
+    assert [u.kind for u in spec.units] == ["vector", "vmac", "matrix"]
+    assert spec.ddr_bandwidth == 136 * 10**9
+    assert spec.num_cores == 32
+
+
+@pytest.mark.parametrize("name", ["goya-like", "ascend-like"])
+def test_illustrative_presets(name):
+    spec = DSASpec.from_target(tvm.target.Target(f"dsa/{name}"))
+    assert spec.illustrative and spec == PRESETS[name]
+
+
+def test_spec_file_registers_a_new_tag(tmp_path):
+    data = PRESETS["stcp920"].to_dict()
+    data.update(name="my-chip", clusters=2, lb_bytes=128 * 1024)
+    path = tmp_path / "my_chip.json"
+    path.write_text(json.dumps(data))
+    target = register_dsa_target("my-chip", path)
+    assert str(target.attrs["mcpu"]) == "my-chip"
+    spec = spec_for_target(tvm.target.Target("dsa/my-chip"))
+    assert (spec.num_cores, spec.lb_bytes, spec.fast_memory_bytes) == (16, 128 * 1024, 128 * 1024)
+
+
+def test_bad_spec_is_rejected():
+    data = PRESETS["stcp920"].to_dict()
+    data["units"] = [{"name": "mme", "kind": "matrix", "ops_per_cycle": 8}]
+    with pytest.raises(ValueError, match="matrix_shape"):
+        DSASpec.from_dict(data)
