@@ -4,9 +4,9 @@ matrix unit, stock baseline traffic, and zoo models against PyTorch."""
 import numpy as np
 import pytest
 import tvm
+from dsa_cases.relax_mods import ConvSoftmax, MatmulBias
 
 import tvm_fusion_ext  # noqa: F401
-from dsa_cases.relax_mods import ConvSoftmax, MatmulBias
 from tvm_fusion_ext.target_dsa import profile, profile_details
 from tvm_fusion_ext.target_dsa.codegen import dump_source, kernel_models
 from tvm_fusion_ext.testing.verify import run

@@ -9,8 +9,8 @@ Every expected number below is derived in the comments.
 from pathlib import Path
 
 import pytest
-
 from dsa_cases import hand
+
 from tvm_fusion_ext.target_dsa import kernel_model as km
 from tvm_fusion_ext.target_dsa.simulator import simulate
 from tvm_fusion_ext.target_dsa.spec import DSASpec

@@ -124,7 +124,7 @@ class _Walker:
                 self.allocs[level] += 1
                 self.footprint[level] += size
             if level == "lb":
-                self.lb_buffers[_key(buf)] = size
+                self.lb_buffers[buf] = size
 
     def _walk(self, stmt, phase: _Phase, trip: int, seq_trip: int, in_tile: bool) -> None:
         if isinstance(stmt, tirx.SeqStmt):
@@ -155,8 +155,8 @@ class _Walker:
     def _leaf(self, block, phase: _Phase, trip: int, seq_trip: int) -> None:
         body = block.body
         for w in block.writes:
-            if _key(w.source) in {_key(p) for p in self.params}:
-                self.written_params.add(_key(w.source))
+            if w.source in self.params:
+                self.written_params.add(w.source)
         matrix = _matrix_call(body)
         if matrix is not None:
             m, n, k = matrix
@@ -174,7 +174,7 @@ class _Walker:
             src = level_of(value.source.scope())
             nbytes = trip * _elem_bytes(store.buffer)
             phase.add(("dma", ("src", src), ("dst", dst)), bytes=nbytes, transfers=seq_trip)
-            self.dma_destinations.add(_key(store.buffer))
+            self.dma_destinations.add(store.buffer)
             return
         ops, mac = _count_ops(store)
         unit = "vmac" if mac else "vector"
@@ -248,10 +248,6 @@ def _loaded_buffers(expr) -> list:
     loads = []
     tvm_ffi_walk(expr, tvm.ir.TensorLoad, loads)
     return [load.source for load in loads]
-
-
-def _key(buf):
-    return buf
 
 
 def _elem_bytes(buf) -> int:

@@ -20,7 +20,6 @@ A user describes a chip in JSON or TOML with the same field names (:meth:`DSASpe
 from __future__ import annotations
 
 import json
-import math
 import tomllib
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
@@ -169,14 +168,8 @@ class DSASpec(HardwareSpec):
         bandwidth = {"ddr": self.ddr_bandwidth, "gb": self.gb_bandwidth, "lb": self.lb_bandwidth}
         return Fraction(bandwidth[level], self.clock_hz)
 
-    def capacity(self, level: str) -> int | None:
-        return {"lb": self.lb_bytes, "gb": self.gb_bytes}.get(level)
-
     def cycles_to_ms(self, cycles: int) -> float:
         return cycles * 1e3 / self.clock_hz
-
-    def ceil_cycles(self, amount: Fraction | int) -> int:
-        return math.ceil(Fraction(amount))
 
 
 # Values GraphTurbo does not give for STCP920; every one is an assumption stated in docs/dsa.md.

@@ -49,7 +49,7 @@ def register_dsa_target(name: str, spec: DSASpec | str | Path | None = None) -> 
         spec = PRESETS[name]
     elif isinstance(spec, (str, Path)):
         spec = PRESETS[str(spec)] if str(spec) in PRESETS else DSASpec.from_file(spec)
-    bare = name[len(TAG_PREFIX):] if name.startswith(TAG_PREFIX) else name
+    bare = name.removeprefix(TAG_PREFIX)
     if spec.name != bare:
         spec = _renamed(spec, bare)
     _SPECS[bare] = spec
