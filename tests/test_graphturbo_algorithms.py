@@ -1,0 +1,191 @@
+"""GraphTurbo algorithms (graphturbo-dsa-scheduling.txt section 3, 4.3) on hand-built graphs."""
+
+import math
+
+import pytest
+
+from tvm_fusion_ext.partitioners.graphturbo import (Split, Tensor, TurboGraph, TurboOp, allocate,
+                                                    best_split, bfs_order, build_instances,
+                                                    choose_order, dfs_order, group_subgraphs,
+                                                    infer_bindings, order_peak, peak_bytes,
+                                                    plain_binding, split_info)
+from tvm_fusion_ext.partitioners.graphturbo.grouping import Grouping
+from tvm_fusion_ext.partitioners.graphturbo.split_info import recompute_ratio
+
+F32 = 4
+
+
+class _Builder:
+    def __init__(self):
+        self.ops: list[TurboOp] = []
+
+    def add(self, name, shape, inputs=(), **kw):
+        self.ops.append(TurboOp(name, tuple(shape), math.prod(shape) * F32, list(inputs),
+                                flops=math.prod(shape), **kw))
+        return len(self.ops) - 1
+
+    def conv(self, name, shape, inp, k=1):
+        window = {2: k - 1, 3: k - 1} if k > 1 else {}
+        return self.add(name, shape, [inp], contracted=frozenset({1}), window=window)
+
+    def graph(self):
+        return TurboGraph(self.ops)
+
+
+def _resnet50(batch=8, channels=64, image=64):
+    """ResNet-50 as in section 1.2 / Fig. 2: four stages (3, 4, 6, 3 blocks); each stage's conv
+    block turns [N, C, H, W] into [N, 2C, H/2, W/2] (S = 2); layers are conv + ReLU."""
+    b = _Builder()
+    x = b.add("input", (batch, channels, image, image), fusible=False)
+    c, h = channels, image
+    stages = []
+    for s, blocks in enumerate((3, 4, 6, 3), start=1):
+        first = len(b.ops)
+        c2, h2 = 2 * c, h // 2
+        # conv block: 3 layers on the main path, 1 on the shortcut, add, ReLU
+        m = b.add(f"s{s}cb_relu1", (batch, c // 2, h2, h2), [b.conv(f"s{s}cb_conv1", (batch, c // 2, h2, h2), x)])
+        m = b.add(f"s{s}cb_relu2", (batch, c // 2, h2, h2), [b.conv(f"s{s}cb_conv2", (batch, c // 2, h2, h2), m, 3)])
+        m = b.conv(f"s{s}cb_conv3", (batch, c2, h2, h2), m)
+        sc = b.conv(f"s{s}cb_short", (batch, c2, h2, h2), x)
+        x = b.add(f"s{s}cb_out", (batch, c2, h2, h2), [b.add(f"s{s}cb_add", (batch, c2, h2, h2), [m, sc])])
+        for k in range(blocks - 1):
+            m = b.add(f"s{s}id{k}_relu1", (batch, c2 // 4, h2, h2), [b.conv(f"s{s}id{k}_conv1", (batch, c2 // 4, h2, h2), x)])
+            m = b.add(f"s{s}id{k}_relu2", (batch, c2 // 4, h2, h2), [b.conv(f"s{s}id{k}_conv2", (batch, c2 // 4, h2, h2), m, 3)])
+            m = b.conv(f"s{s}id{k}_conv3", (batch, c2, h2, h2), m)
+            x = b.add(f"s{s}id{k}_out", (batch, c2, h2, h2), [b.add(f"s{s}id{k}_add", (batch, c2, h2, h2), [m, x])])
+        stages.append(list(range(first, len(b.ops))))
+        c, h = c2, h2
+    b.ops[-1].is_output = True
+    return b.graph(), stages
+
+
+def test_split_info_hand_computed():
+    # a -> b -> c, outputs [4, 6] float32 (96 bytes); peak = 96 + 96 = 192 bytes; LB = 64 bytes.
+    b = _Builder()
+    a = b.add("a", (4, 6))
+    m = b.add("b", (4, 6), [a])
+    b.add("c", (4, 6), [m])
+    g = b.graph()
+    assert peak_bytes(g, [0, 1, 2]) == 192
+    info = split_info(g, [0, 1, 2], lb_bytes=64)
+    # d=0 (extent 4): v in [1, 2, 4]; 192/4 = 48 <= 64 -> f=4. d=1 (extent 6): v in [1, 2, 4]
+    # (8 > 6), f=4, but 6 % 4 != 0 so no intermediate is recorded for d=1.
+    assert info == {Split(1, 1, 4, 0), Split(1, 2, 4, 0), Split(1, 3, 4, 0), Split(1, 1, 4, 1)}
+    assert best_split(info) == Split(1, 3, 4, 0)
+    # Eq. (1) priorities: more ops, then a smaller factor, then an outer dimension.
+    assert best_split([Split(1, 2, 2, 0), Split(1, 3, 8, 1)]).dim == 1
+    assert best_split([Split(1, 3, 2, 1), Split(1, 3, 8, 0)]).dim == 1
+    assert best_split([Split(1, 3, 2, 1), Split(1, 3, 2, 0)]).dim == 0
+    # nothing fits: no SplitInfo
+    assert split_info(g, [0, 1, 2], lb_bytes=8) == set()
+
+
+def test_recomputation_guard_drops_channel_split_of_two_convs():
+    b = _Builder()
+    x = b.add("x", (2, 16, 8, 8))
+    y = b.conv("conv1", (2, 16, 8, 8), x)
+    b.conv("conv2", (2, 16, 8, 8), y, k=3)
+    g = b.graph()
+    # splitting conv2's output channels makes every instance recompute conv1 entirely
+    assert recompute_ratio(g, [1, 2], dim=1, factor=4) == pytest.approx((1 + 4) / 2)
+    assert recompute_ratio(g, [1, 2], dim=0, factor=4) == pytest.approx(1.0)
+    # a 3x3 halo of 2 rows on 8: each of 4 instances computes conv1 on 2 + 2 rows
+    assert recompute_ratio(g, [1, 2], dim=2, factor=4) == pytest.approx((4 * 4 / 8 + 1) / 2)
+    # batch extent 2 cannot give 4 pieces; 4 pieces along H or W recompute 1.5x: nothing left
+    assert split_info(g, [1, 2], lb_bytes=peak_bytes(g, [1, 2]) // 4) == set()
+    info = split_info(g, [1, 2], lb_bytes=peak_bytes(g, [1, 2]) // 2)
+    assert {s.dim for s in info} == {0, 2, 3}  # the channel split (ratio 1.5) is refused
+
+
+def test_grouping_resnet50_merges_blocks_and_stops_at_stages():
+    g, stages = _resnet50()
+    lb = -(-peak_bytes(g, stages[0]) // 8)
+    grouping = group_subgraphs(g, lb)
+    fused = [grp for grp in grouping.groups if g.ops[grp[0]].fusible]
+    assert fused == stages  # Fig. 5: blocks merge; stages stop at down-sampling
+    factors = [grouping.best[grouping.groups.index(s)].factor for s in stages]
+    assert factors == [8, 4, 2, 1]  # Fig. 6
+    assert all(grouping.best[grouping.groups.index(s)].dim == 0 for s in stages)
+    assert grouping.merges["diamond"] > 0 and grouping.merges["straight"] > 0
+
+
+def _fig6():
+    g, stages = _resnet50()
+    lb = -(-peak_bytes(g, stages[0]) // 8)
+    grouping = group_subgraphs(g, lb)
+    ig = build_instances(g, grouping, labels=["in", "a", "b", "c", "d"])
+    return g, grouping, ig
+
+
+def test_instances_and_redundant_edges_follow_fig6():
+    _, _, ig = _fig6()
+    names = [inst.name for inst in ig.instances if not inst.name.startswith("in")]
+    assert names == [*[f"a{i}" for i in range(1, 9)], *[f"b{i}" for i in range(1, 5)],
+                     "c1", "c2", "d1"]
+    producers = {inst.name: sorted(ig.instances[p].name for p in inst.producers)
+                 for inst in ig.instances}
+    assert producers["b1"] == ["a1", "a2"] and producers["b4"] == ["a7", "a8"]
+    assert producers["c2"] == ["b3", "b4"] and producers["d1"] == ["c1", "c2"]
+    # a->b keeps 8 of 32 edges, b->c 4 of 8, c->d both
+    assert ig.redundant_edges >= (32 - 8) + (8 - 4)
+
+
+def test_bfs_and_dfs_orders_are_fig7():
+    _, _, ig = _fig6()
+    # drop the graph input's instances so the orders read like Fig. 7
+    bfs = [n for n in ig.names(bfs_order(ig)) if not n.startswith("in")]
+    dfs = [n for n in ig.names(dfs_order(ig)) if not n.startswith("in")]
+    assert bfs == "a1 a2 a3 a4 a5 a6 a7 a8 b1 b2 b3 b4 c1 c2 d1".split()  # Fig. 7(a)
+    assert dfs == "a8 a7 b4 a6 a5 b3 c2 a4 a3 b2 a2 a1 b1 c1 d1".split()  # Fig. 7(f)
+    kind, order = choose_order(ig)
+    assert kind == "dfs" and order_peak(ig, order) < order_peak(ig, bfs_order(ig))
+
+
+def test_plain_binding_factors():
+    assert plain_binding((8, 64, 28, 28), cores=8) == (8, 1, 1, 1)
+    assert plain_binding((2, 64, 28, 28), cores=8) == (2, 4, 1, 1)
+    assert plain_binding((1, 6, 28, 28), cores=8) == (1, 2, 4, 1)
+    assert plain_binding((8, 64), cores=8, unbindable=frozenset({0})) == (1, 8)
+
+
+def test_algorithm4_sends_mismatched_producer_to_gb():
+    # p feeds a (whose dim 0 cannot be bound) and b; both read p whole, same shape.
+    shapes = {0: (8, 16), 1: (8, 16), 2: (8, 16)}
+    producers = {1: [0], 2: [0]}
+    result = infer_bindings([0, 1, 2], shapes, producers, cores=8, unbindable={1: frozenset({0})})
+    assert result.bind[2] == (8, 1) and result.bind[1] == (1, 8)
+    assert result.scope[0] == "GB" and result.scope[1] == result.scope[2] == "LB"
+    # without the mismatch everything stays in LB
+    agree = infer_bindings([0, 1, 2], shapes, producers, cores=8)
+    assert set(agree.scope.values()) == {"LB"} and agree.bind[0] == (8, 1)
+
+
+def test_algorithm4_on_fig7_order_keeps_stage_outputs_in_lb():
+    _, _, ig = _fig6()
+    order = dfs_order(ig)
+    result = infer_bindings(order, {i: s.shape for i, s in enumerate(ig.instances)},
+                            {i: s.producers for i, s in enumerate(ig.instances)}, cores=8)
+    assert all(result.scope[i] == "LB" for i in order if not ig.instances[i].name.startswith("in"))
+
+
+def test_liveness_spill_picks_longest_lived_tensor_fig12():
+    # Fig. 12: out1 lives across seven cts; with room for three tensors, the fourth live one
+    # forces a spill, and out1 goes although out2 is larger.
+    tensors = [Tensor("in1", 10, 0, 1), Tensor("out1", 10, 0, 6), Tensor("out2", 30, 1, 3),
+               Tensor("out3", 10, 2, 4), Tensor("out4", 10, 3, 5)]
+    alloc = allocate(tensors, num_cts=7, lb_bytes=55, gb_bytes=1000)
+    assert alloc.spills == [(3, "out1", "GB")]
+    assert alloc.level == {"in1": "LB", "out1": "GB", "out2": "LB", "out3": "LB", "out4": "LB"}
+    assert alloc.lb_peak <= 55
+    # GB full as well: next level is DDR
+    assert allocate(tensors, 7, lb_bytes=55, gb_bytes=5).level["out1"] == "DDR"
+
+
+def test_grouping_refuses_unsplittable_and_non_fusible():
+    b = _Builder()
+    x = b.add("x", (4, 4))
+    y = b.add("y", (4, 4), [x], fusible=False)
+    b.add("z", (4, 4), [y])
+    g = b.graph()
+    assert group_subgraphs(g, lb_bytes=1 << 20).groups == [[0], [1], [2]]
+    assert isinstance(group_subgraphs(g, lb_bytes=1), Grouping)

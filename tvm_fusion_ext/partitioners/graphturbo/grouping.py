@@ -1,0 +1,214 @@
+"""Grouping sub-graphs (Algorithm 2, section 3.2, Fig. 4, rules (i) and (ii)).
+
+Every op starts as its own sub-graph (SG). Straight, diamond and branch merges (Fig. 4) are applied
+in turn, BestSplit (Eq. (1)) being recomputed for every merged SG, until none of the three passes
+lowers the number of SGs. A merge is allowed only by the rules:
+
+(i)  straight SG1->SG2 (or branch SG2->SG3): ``f(SG2) >= f(SG1)`` (no large splitting factor
+     propagates past a down-sampling) and ``f(SG) <= f(SG2)`` (LB utilisation not worse);
+(ii) diamond SG2..SG4 into SG: ``f(SG) <= max(f(SG2), f(SG3), f(SG4))``.
+
+An SG whose SplitInfo is empty (no split fits LB) never merges. Merges that would create a cycle
+between SGs are refused, and so are merges of non-fusible ops; ``max_ops`` (optional) caps an SG's
+size for code generators that cannot handle arbitrarily large kernels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .ops import TurboGraph
+from .split_info import MAX_RECOMPUTE_RATIO, Split, best_split, split_info
+
+
+@dataclass
+class Grouping:
+    """Result of Algorithm 2: SGs (sorted op ids, in topological order) and their BestSplit."""
+
+    groups: list[list[int]]
+    best: list[Split | None]
+    merges: dict[str, int] = field(default_factory=dict)  # merges done per pattern
+
+
+class _Grouper:
+    def __init__(self, graph: TurboGraph, lb_bytes: int, max_ops: int | None,
+                 max_recompute: float):
+        self.graph = graph
+        self.lb = lb_bytes
+        self.max_ops = max_ops
+        self.max_recompute = max_recompute
+        self.groups: list[frozenset[int]] = [frozenset({i}) for i in range(len(graph))]
+        self._best: dict[frozenset[int], Split | None] = {}
+        self.merges = {"straight": 0, "diamond": 0, "branch": 0}
+
+    # ---- BestSplit per SG (Algorithm 1 + Eq. (1)), memoised ----------------------------------
+    def best(self, group: frozenset[int]) -> Split | None:
+        if group not in self._best:
+            self._best[group] = best_split(split_info(self.graph, group, self.lb, self.max_recompute))
+        return self._best[group]
+
+    def factor(self, group) -> int | None:
+        split = self.best(group)
+        return split.factor if split is not None else None
+
+    # ---- SG-level structure -------------------------------------------------------------------
+    def _owner(self) -> dict[int, int]:
+        return {op: gi for gi, g in enumerate(self.groups) for op in g}
+
+    def _edges(self):
+        owner = self._owner()
+        producers = [set() for _ in self.groups]
+        consumers = [set() for _ in self.groups]
+        for gi, g in enumerate(self.groups):
+            for op in g:
+                for p in self.graph.ops[op].inputs:
+                    if owner[p] != gi:
+                        producers[gi].add(owner[p])
+                        consumers[owner[p]].add(gi)
+        return producers, consumers
+
+    def _mergeable(self, union: frozenset[int]) -> bool:
+        if any(not self.graph.ops[op].fusible for op in union):
+            return False
+        if self.max_ops is not None and len(union) > self.max_ops:
+            return False
+        return not self._creates_cycle(union)
+
+    def _creates_cycle(self, union: frozenset[int]) -> bool:
+        frontier = [c for op in union for c in self.graph.consumers[op] if c not in union]
+        seen = set()
+        while frontier:
+            n = frontier.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            frontier.extend(self.graph.consumers[n])
+        return any(p in seen for op in union for p in self.graph.ops[op].inputs)
+
+    def _replace(self, parts: list[int], union: frozenset[int]) -> None:
+        keep = [g for gi, g in enumerate(self.groups) if gi not in set(parts)]
+        self.groups = sorted(keep + [union], key=min)
+
+    # ---- rules ----------------------------------------------------------------------------------
+    def rule_i(self, first: frozenset[int], second: frozenset[int]) -> frozenset[int] | None:
+        f1, f2 = self.factor(first), self.factor(second)
+        union = first | second
+        if f1 is None or f2 is None or f2 < f1 or not self._mergeable(union):
+            return None
+        f = self.factor(union)
+        return union if f is not None and f <= f2 else None
+
+    def rule_ii(self, parts: list[frozenset[int]]) -> frozenset[int] | None:
+        factors = [self.factor(p) for p in parts]
+        if any(f is None for f in factors):
+            return None
+        union = frozenset().union(*parts)
+        if not self._mergeable(union):
+            return None
+        f = self.factor(union)
+        return union if f is not None and f <= max(factors) else None
+
+    # ---- Fig. 4 patterns ---------------------------------------------------------------------------
+    def straight_merge(self) -> int:
+        """Fig. 4(a): SG1 is SG2's only producer and SG2 is SG1's only consumer."""
+        i = 0
+        while i < len(self.groups):
+            producers, consumers = self._edges()
+            merged = False
+            if len(consumers[i]) == 1:
+                j = next(iter(consumers[i]))
+                if producers[j] == {i}:
+                    union = self.rule_i(self.groups[i], self.groups[j])
+                    if union is not None:
+                        self._replace([i, j], union)
+                        self.merges["straight"] += 1
+                        merged = True
+            if not merged:
+                i += 1
+        return len(self.groups)
+
+    def diamond_merge(self) -> int:
+        """Fig. 4(b): one entry SG1, one exit SG4, two or more paths between them; SG2..SG4 merge.
+
+        The exit is the entry's nearest common descendant of all its consumers (its post-dominator
+        at SG level); every SG on a path strictly after the entry must be fed only by the entry or by
+        SGs of the diamond, and only the exit may feed SGs outside it.
+        """
+        i = 0
+        while i < len(self.groups):
+            producers, consumers = self._edges()
+            merged = False
+            if len(consumers[i]) >= 2:
+                members = self._diamond(i, producers, consumers)
+                if members is not None:
+                    union = self.rule_ii([self.groups[m] for m in members])
+                    if union is not None:
+                        self._replace(members, union)
+                        self.merges["diamond"] += 1
+                        merged = True
+            if not merged:
+                i += 1
+        return len(self.groups)
+
+    def _diamond(self, entry: int, producers, consumers) -> list[int] | None:
+        def descendants(g):
+            seen, stack = set(), [g]
+            while stack:
+                n = stack.pop()
+                for c in consumers[n]:
+                    if c not in seen:
+                        seen.add(c)
+                        stack.append(c)
+            return seen
+
+        reach = [descendants(c) | {c} for c in consumers[entry]]
+        common = set.intersection(*reach)
+        if not common:
+            return None
+        exit_ = min(common, key=lambda g: min(self.groups[g]))
+        members = {g for g in set().union(*reach) if exit_ in descendants(g) or g == exit_}
+        for m in members:
+            if not producers[m] <= members | {entry}:
+                return None
+            if m != exit_ and not consumers[m] <= members:
+                return None
+        return sorted(members)
+
+    def branch_merge(self) -> int:
+        """Fig. 4(c): an exit SG3 with several producers; a producer SG2 whose only consumer is SG3
+        merges into it (the latest such producer, so SG1 may feed SG2)."""
+        i = 0
+        while i < len(self.groups):
+            producers, consumers = self._edges()
+            merged = False
+            if len(producers[i]) >= 2:
+                for p in sorted(producers[i], key=lambda g: -min(self.groups[g])):
+                    if consumers[p] != {i}:
+                        continue
+                    union = self.rule_i(self.groups[p], self.groups[i])
+                    if union is not None:
+                        self._replace([p, i], union)
+                        self.merges["branch"] += 1
+                        merged = True
+                        break
+            if not merged:
+                i += 1
+        return len(self.groups)
+
+    def run(self) -> Grouping:
+        """Algorithm 2 lines 5-15."""
+        while True:
+            before = len(self.groups)
+            self.straight_merge()
+            self.diamond_merge()
+            self.branch_merge()
+            if len(self.groups) >= before:
+                break
+        groups = [sorted(g) for g in self.groups]
+        return Grouping(groups, [self.best(g) for g in self.groups], dict(self.merges))
+
+
+def group_subgraphs(graph: TurboGraph, lb_bytes: int, max_ops: int | None = None,
+                    max_recompute: float = MAX_RECOMPUTE_RATIO) -> Grouping:
+    """Algorithm 2: group ``graph``'s ops into SGs for a local buffer of ``lb_bytes``."""
+    return _Grouper(graph, lb_bytes, max_ops, max_recompute).run()

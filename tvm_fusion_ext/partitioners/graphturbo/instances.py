@@ -1,0 +1,168 @@
+"""Sub-graph instances and their order (section 3.3, Algorithm 3, Fig. 6 and Fig. 7).
+
+Each SG is split into ``f`` instances along its BestSplit dimension (Fig. 6: 8/4/2/1 for the four
+ResNet-50 stages). Instance edges are inherited from SG edges; an edge is redundant, and dropped,
+when SplitInfo and the output shapes show that the producer instance's slice is not read by the
+consumer instance (both split along the same dimension of equal extent, which the consumer neither
+contracts nor windows, and the slices do not overlap). Instances are then ordered breadth-first
+(Fig. 7(a)) and by Algorithm 3 (depth-first, Fig. 7(f)); the order with the lower LB peak is kept.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from .grouping import Grouping
+from .ops import TurboGraph
+from .split_info import output_op, peak_bytes
+
+
+@dataclass
+class Instance:
+    """Instance ``index`` of SG ``sg`` (of ``count``): output ``shape`` and LB footprint."""
+
+    name: str
+    sg: int
+    index: int
+    count: int
+    shape: tuple[int, ...]
+    out_bytes: int
+    footprint: int
+    producers: list[int] = field(default_factory=list)
+    consumers: list[int] = field(default_factory=list)
+
+
+@dataclass
+class InstanceGraph:
+    instances: list[Instance]
+    redundant_edges: int = 0
+
+    def index_of(self, name: str) -> int:
+        return next(i for i, inst in enumerate(self.instances) if inst.name == name)
+
+    def names(self, order: list[int]) -> list[str]:
+        return [self.instances[i].name for i in order]
+
+
+def build_instances(graph: TurboGraph, grouping: Grouping, labels: list[str] | None = None
+                    ) -> InstanceGraph:
+    """Split every SG into its BestSplit factor's instances and connect them (module docstring).
+
+    SGs without a split (nothing fits LB) are one instance. ``labels`` name the SGs (instance
+    ``k`` of SG ``a`` is ``a{k+1}``, as in Fig. 6); default ``sg{i}_``.
+    """
+    owner = {op: gi for gi, g in enumerate(grouping.groups) for op in g}
+    first: list[int] = []
+    instances: list[Instance] = []
+    for gi, (group, split) in enumerate(zip(grouping.groups, grouping.best)):
+        out = graph.ops[output_op(graph, group)]
+        count = split.factor if split is not None else 1
+        shape = list(out.shape)
+        if split is not None:
+            shape[split.dim] = -(-shape[split.dim] // count)
+        label = labels[gi] if labels else f"sg{gi}_"
+        first.append(len(instances))
+        for k in range(count):
+            instances.append(Instance(f"{label}{k + 1}", gi, k, count, tuple(shape),
+                                      -(-out.out_bytes // count),
+                                      -(-peak_bytes(graph, group) // count)))
+    redundant = 0
+    sg_edges = sorted({(owner[p], owner[c]) for c, op in enumerate(graph.ops) for p in op.inputs
+                       if owner[p] != owner[c]})
+    for p_sg, c_sg in sg_edges:
+        for i in range(instances[first[p_sg]].count):
+            for j in range(instances[first[c_sg]].count):
+                if _redundant(graph, grouping, p_sg, c_sg, i, j):
+                    redundant += 1
+                    continue
+                pi, cj = first[p_sg] + i, first[c_sg] + j
+                instances[pi].consumers.append(cj)
+                instances[cj].producers.append(pi)
+    return InstanceGraph(instances, redundant)
+
+
+def _redundant(graph: TurboGraph, grouping: Grouping, p_sg: int, c_sg: int, i: int, j: int) -> bool:
+    sp, sc = grouping.best[p_sg], grouping.best[c_sg]
+    if sp is None or sc is None or sp.dim != sc.dim:
+        return False
+    d = sp.dim
+    p_out = graph.ops[output_op(graph, grouping.groups[p_sg])]
+    c_group = set(grouping.groups[c_sg])
+    c_out = graph.ops[output_op(graph, c_group)]
+    if len(p_out.shape) != len(c_out.shape) or p_out.shape[d] != c_out.shape[d]:
+        return False
+    p_ops = set(grouping.groups[p_sg])
+    for op in c_group:  # the consumer ops reading the producer SG
+        node = graph.ops[op]
+        if any(p in p_ops for p in node.inputs) and (d in node.contracted or d in node.window):
+            return False
+    extent = p_out.shape[d]
+    p_lo, p_hi = i * extent // sp.factor, (i + 1) * extent // sp.factor
+    c_lo, c_hi = j * extent // sc.factor, (j + 1) * extent // sc.factor
+    return p_hi <= c_lo or c_hi <= p_lo
+
+
+def bfs_order(ig: InstanceGraph) -> list[int]:
+    """Breadth-first (Kahn) order over the instance edges: Fig. 7(a)."""
+    indegree = [len(inst.producers) for inst in ig.instances]
+    queue = deque(i for i, d in enumerate(indegree) if d == 0)
+    order = []
+    while queue:
+        n = queue.popleft()
+        order.append(n)
+        for c in ig.instances[n].consumers:
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                queue.append(c)
+    return order
+
+
+def dfs_order(ig: InstanceGraph, visit: list[int] | None = None) -> list[int]:
+    """Algorithm 3 (depth-first): Fig. 7(b)-(f).
+
+    ``visit`` is G's instances in any order (default: the BFS order, as Fig. 7 assumes). Instances
+    with no in-degree move to ``ready`` (lines 3-4); the last ready instance with zero in-degree is
+    scheduled (lines 6-9); its consumers lose a producer and join the end of ``ready`` (lines 10-14).
+    """
+    visit = list(visit if visit is not None else bfs_order(ig))
+    indegree = [len(inst.producers) for inst in ig.instances]
+    ready: list[int] = []
+    order: list[int] = []
+    while visit:
+        for s in [s for s in visit if indegree[s] == 0]:
+            ready.append(s)
+            visit.remove(s)
+        while ready:
+            p = len(ready) - 1
+            while indegree[ready[p]] != 0:
+                p -= 1
+            sgi = ready.pop(p)
+            order.append(sgi)
+            for c in ig.instances[sgi].consumers:
+                if c in visit or c in ready:
+                    indegree[c] -= 1
+                    if c in visit:
+                        visit.remove(c)
+                        ready.append(c)
+    return order
+
+
+def order_peak(ig: InstanceGraph, order: list[int]) -> int:
+    """LB bytes needed by ``order``: outputs live from their instance until their last consumer,
+    plus the running instance's footprint."""
+    position = {n: k for k, n in enumerate(order)}
+    last = {n: max((position[c] for c in ig.instances[n].consumers), default=position[n])
+            for n in order}
+    peak = 0
+    for k, n in enumerate(order):
+        live = sum(ig.instances[m].out_bytes for m in order[:k] if last[m] >= k)
+        peak = max(peak, live + ig.instances[n].footprint)
+    return peak
+
+
+def choose_order(ig: InstanceGraph) -> tuple[str, list[int]]:
+    """Section 3.3: the BFS or the Algorithm 3 (DFS) order, whichever has the lower LB peak (BFS on
+    a tie)."""
+    bfs, dfs = bfs_order(ig), dfs_order(ig)
+    return ("dfs", dfs) if order_peak(ig, dfs) < order_peak(ig, bfs) else ("bfs", bfs)

@@ -1,0 +1,110 @@
+"""The per-op facts GraphTurbo's graph scheduler reads (graphturbo-dsa-scheduling.txt section 3).
+
+Algorithms 1-4 need, for each op: its output tensor's shape and bytes (SplitInfo splits the output,
+section 3.1), how many primitive ops it stands for (``num_of_op``), its FLOPs and which input axes it
+contracts or windows (the recomputation cost model of section 3.1), and axes that cannot be bound to
+cores (the "annotated requirements" of section 3.4). :class:`TurboGraph` holds them over a DAG whose
+node ids are positions in a topological order; :func:`from_dataflow_graph` reads them off the shared
+:class:`~tvm_fusion_ext.analysis.graph.DataflowGraph`, and tests build them by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tvm import relax
+
+from ...analysis.graph import DataflowGraph, NodeKind, tensor_bytes
+from ...analysis.primitive_types import PrimitiveType
+
+
+@dataclass
+class TurboOp:
+    """One op. ``contracted`` / ``window`` are axes of its (activation) inputs, in the input's
+    numbering, that it reduces over entirely / reads with a halo of ``window[axis]`` extra rows."""
+
+    name: str
+    shape: tuple[int, ...]
+    out_bytes: int
+    inputs: list[int] = field(default_factory=list)
+    num_ops: int = 1
+    flops: int = 0
+    contracted: frozenset[int] = frozenset()
+    window: dict[int, int] = field(default_factory=dict)
+    unbindable: frozenset[int] = frozenset()
+    fusible: bool = True
+    is_output: bool = False
+    external_input_bytes: int = 0  # activation inputs from outside the graph (not weights)
+
+
+class TurboGraph:
+    """A DAG of :class:`TurboOp` in topological order (node id = position)."""
+
+    def __init__(self, ops: list[TurboOp]):
+        self.ops = ops
+        self.consumers: list[list[int]] = [[] for _ in ops]
+        for i, op in enumerate(ops):
+            for p in op.inputs:
+                if p >= i:
+                    raise ValueError(f"op {op.name}: input {p} is not earlier in topological order")
+                self.consumers[p].append(i)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def index_of(self, name: str) -> int:
+        return next(i for i, op in enumerate(self.ops) if op.name == name)
+
+
+def from_dataflow_graph(graph: DataflowGraph) -> TurboGraph:
+    """The scheduler's view of one dataflow block (built after ``LegalizeOps``).
+
+    Only ``call_tir`` kernels are fusible. A conv contracts its input's channel axis (1) and windows
+    its spatial axes by ``kernel - 1`` (read off the weight argument); a matmul contracts its
+    input's last axis; a reduction contracts every axis it removes (approximated: all axes).
+    """
+    ops = []
+    defined = {b.var for b in graph.bindings}
+    for node in graph.nodes:
+        shape = node.shapes[0] if node.shapes else ()
+        contracted, window = frozenset(), {}
+        if node.ptype == PrimitiveType.CONV:
+            contracted = frozenset({1})
+            kernel = _conv_kernel(graph, node.index)
+            window = {axis: k - 1 for axis, k in zip((2, 3), kernel) if k > 1}
+        elif node.ptype == PrimitiveType.MATMUL:
+            contracted = frozenset({max(len(shape) - 1, 0)})
+        elif node.ptype == PrimitiveType.REDUCTION:
+            contracted = frozenset(range(len(shape) + 1))
+        ops.append(TurboOp(
+            name=node.name, shape=tuple(shape), out_bytes=node.out_bytes, inputs=list(node.inputs),
+            flops=max(node.flops, 1), contracted=contracted, window=window,
+            fusible=node.kind == NodeKind.CALL_TIR and node.ptype != PrimitiveType.OPAQUE,
+            is_output=node.is_block_output,
+            external_input_bytes=_external_input_bytes(graph, node.index, defined)))
+    return TurboGraph(ops)
+
+
+def _external_input_bytes(graph: DataflowGraph, index: int, defined: set) -> int:
+    """Bytes of the vars from outside the block a binding reads (function parameters, earlier
+    blocks); constants are weights and not counted."""
+    if not graph.bindings:
+        return 0
+    value = graph.bindings[index].value
+    args = value.args[1].fields if graph.nodes[index].kind == NodeKind.CALL_TIR else []
+    return sum(tensor_bytes(a.ty) for a in args if isinstance(a, relax.Var) and a not in defined)
+
+
+def _conv_kernel(graph: DataflowGraph, index: int) -> tuple[int, ...]:
+    """Spatial kernel size of a legalized conv2d: the trailing dims of its 4-D weight argument."""
+    if not graph.bindings:
+        return ()
+    args = graph.bindings[index].value.args[1].fields
+    for arg in args[1:]:
+        shape = getattr(arg.ty, "shape", None)
+        if shape is not None and len(shape.values) == 4:
+            try:
+                return tuple(int(v) for v in shape.values[2:])
+            except TypeError:
+                return ()
+    return ()
