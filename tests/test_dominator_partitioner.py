@@ -2,7 +2,7 @@
 
 import pytest
 
-from tvm_fusion_ext.analysis.graph import DataflowGraph
+from tvm_fusion_ext.analysis.graph import DataflowGraph, NodeKind
 from tvm_fusion_ext.partitioners.dominator import DominatorPartitioner, dominator_groups
 
 
@@ -113,6 +113,24 @@ def test_both_never_creates_a_cycle():
     for direction in ("forward", "backward", "both"):
         groups = dominator_groups(graph, direction)
         assert all(graph.group_is_convex(g) for g in groups)
+
+
+def _split(edges, outputs):
+    types = {"s": "transpose", "t0": "transpose", "t1": "transpose", "u": "element-wise", "v": "opaque"}
+    graph = DataflowGraph.from_edges(types, edges, outputs=outputs)
+    for item in ("t0", "t1"):
+        graph.nodes[graph.index_of(item)].kind = NodeKind.TUPLE_GET_ITEM
+    return graph
+
+
+def test_a_tuple_stays_with_all_its_items():
+    # s = split(..); t0 = s[0] -> u; t1 = s[1] -> v (opaque). Forward fuses {t0, u}; a group holding
+    # s and only one of its items would return the tuple next to the item, which FuseTIR can't lower.
+    graph = _split([("s", "t0"), ("s", "t1"), ("t0", "u"), ("t1", "v")], ["u", "v"])
+    assert _all(graph) == {"forward": [["t0", "u"]], "backward": [["t0", "u"]], "both": [["t0", "u"]]}
+    # With both items in reach, the split and its items fuse either way.
+    graph = _split([("s", "t0"), ("s", "t1"), ("t0", "u"), ("t1", "u")], ["u"])
+    assert _all(graph) == {d: [["s", "t0", "t1", "u"]] for d in ("forward", "backward", "both")}
 
 
 def test_unknown_direction_is_refused():

@@ -42,7 +42,10 @@ pre-dominator. Every group is something ``FuseTIR`` compiles to one correct Prim
 mirrors of the invariants forward keeps by construction (``CombinePattern``'s "cannot merge two
 complex groups" check and ``OperatorFusor``'s cyclic-dependency check), refuse a backward fusion
 that would put two complex ops (kOutEWiseFusable or kCommReduce) in one group or make a group
-non-convex (a path leaving it and coming back, i.e. a cycle between kernels).
+non-convex (a path leaving it and coming back, i.e. a cycle between kernels). A third guard keeps a
+tuple-valued op (``split``) together with all of its tuple-get-items once it is in a backward-made
+group: forward never separates them (they all lie before the post-dominator), and ``FuseTIR``
+cannot lower a group returning the tuple next to one of its items.
 
 **Both** (section 7, item 2) runs forward, then backward over the forward groups (the same
 union-find, guarded the same way). Fusion only ever merges groups, so "both" never has more kernels
@@ -54,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..analysis.graph import DataflowGraph, OpPattern
+from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
 
 FORWARD, BACKWARD, BOTH = "forward", "backward", "both"
 DIRECTIONS = (FORWARD, BACKWARD, BOTH)
@@ -303,4 +306,15 @@ class _Partition:
                                     for n in [*self._walk(o, src, sink), sink])}
         union = [m for r in roots.values() for m in r.members]
         complex_ops = sum(1 for m in union if self.graph.nodes[m].pattern in _COMPLEX)
-        return complex_ops <= 1 and self.graph.group_is_convex(union)
+        return (complex_ops <= 1 and not self._splits_a_tuple(set(union))
+                and self.graph.group_is_convex(union))
+
+    def _splits_a_tuple(self, union: set[int]) -> bool:
+        """Does a tuple-valued member (one read by tuple-get-items) have a consumer outside?"""
+        nodes = self.graph.nodes
+        for m in union:
+            consumers = nodes[m].outputs
+            if (any(nodes[c].kind is NodeKind.TUPLE_GET_ITEM for c in consumers)
+                    and not union.issuperset(consumers)):
+                return True
+        return False
