@@ -13,3 +13,4 @@ from .relax_passes import fuse_ops_dominator  # noqa: F401  (registers dominator
 from .relax_passes import apollo_fusion  # noqa: F401  (registers apollo-* strategies)
 from .relax_passes import neoflow_fusion  # noqa: F401  (registers the neoflow strategy)
 from . import target_dsa  # noqa: E402,F401  (registers dsa/* target tags and their codegen)
+from .relax_passes import graphturbo_fusion  # noqa: E402,F401  (registers the graphturbo strategy)
