@@ -1,0 +1,1 @@
+"""Runtimes: NeoFlow's dynamic mode (section 6)."""
