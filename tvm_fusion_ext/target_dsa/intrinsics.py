@@ -87,8 +87,10 @@ def loop_iter_types(sch: s_tir.Schedule, block_rv) -> dict[str, int]:
 def tensorize_contractions(sch: s_tir.Schedule, spec: DSASpec) -> s_tir.Schedule:
     """Map every GEMM-shaped reduction whose tile divides the MME shape to the matrix unit.
 
-    Each attempt runs on a copy of the schedule (random variables stay valid in copies); the copy
-    replaces ``sch`` only when tensorization succeeds.
+    Each attempt runs on a copy of the schedule (random variables stay valid in copies) first;
+    only when it succeeds is it repeated on ``sch`` itself, so ``sch`` is modified in place (a
+    MetaSchedule postprocessor must change the schedule it is given) and a traced schedule
+    records only instructions that succeed.
     """
     shape = spec.matrix_shape
     if shape is None:
@@ -101,7 +103,7 @@ def tensorize_contractions(sch: s_tir.Schedule, spec: DSASpec) -> s_tir.Schedule
             continue
         trial = sch.copy()
         if _tensorize_one(trial, trial.get_sblock(name), roles, shape):
-            sch = trial
+            _tensorize_one(sch, sch.get_sblock(name), roles, shape)
     return sch
 
 

@@ -47,6 +47,11 @@ def schedule_passes(target: tvm.target.Target, policy: str) -> list:
         return [AnnotateKernelModel()]
     passes = [DSASchedule(spec), AnnotateKernelModel()]
     if policy == "tuned":
+        if spec.matrix_shape is not None:
+            # Tuned traces replay ``tensorize`` by intrinsic name: register it before replay.
+            from .intrinsics import register_matrix_intrin
+
+            register_matrix_intrin(tuple(spec.matrix_shape))
         passes.insert(0, relax.transform.MetaScheduleApplyDatabase(enable_warning=False))
     return passes
 
