@@ -25,8 +25,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tvm_fusion_ext import fusion_names, zoo  # noqa: E402
-from tvm_fusion_ext.evaluation import REFERENCE_ROWS, machine_description  # noqa: E402
+from tvm_fusion_ext import fusion_names, zoo
+from tvm_fusion_ext.evaluation import REFERENCE_ROWS, machine_description
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -65,7 +65,8 @@ def run_model(model: str, extra: list[str], args, json_path: str) -> tuple[list[
     for assignment in extra:
         command += ["--model-arg", assignment]
     try:
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout)
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout,
+                                check=False)
     except subprocess.TimeoutExpired:
         return command, None, f"timed out after {args.timeout} s"
     if result.returncode != 0:
@@ -121,12 +122,12 @@ def write_markdown(path: str, args, argv: list[str], results: dict, commands: di
         " ".join(shlex.quote(a) for a in [".venv/bin/python", "scripts/bench_zoo.py", *argv]), "```", "",
         f"* Machine: {machine}.",
         f"* Software: {versions()}.",
-        f"* Target `{args.target}`, scheduling policy `{args.policy}` for every TVM row, models imported "
-        f"through `{args.importer}`, full default shapes unless an argument is listed.",
-        "* `latency ms` is the median of at least 20 runs after warm-up; TVM, PyTorch and ONNX Runtime "
-        f"use the same {args.threads} threads. `kernels` and `boundary MB` (bytes read and written by "
-        "all kernels, per inference) come from the module after fusion; the reference rows have none. "
-        "`max abs err` is against PyTorch eager. `speedup vs stock` is stock's latency over the row's.",
+        (f"* Target `{args.target}`, scheduling policy `{args.policy}` for every TVM row, models imported "
+         f"through `{args.importer}`, full default shapes unless an argument is listed."),
+        ("* `latency ms` is the median of at least 20 runs after warm-up; TVM, PyTorch and ONNX Runtime "
+         f"use the same {args.threads} threads. `kernels` and `boundary MB` (bytes read and written by "
+         "all kernels, per inference) come from the module after fusion; the reference rows have none. "
+         "`max abs err` is against PyTorch eager. `speedup vs stock` is stock's latency over the row's."),
         "", "## Summary: latency (ms)", "", *summary_table(results, fusions), ""]
     for model, report in results.items():
         spec = zoo.get_spec(model)

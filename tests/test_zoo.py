@@ -90,6 +90,6 @@ def test_zoo_imports_without_torch():
     code = ("import sys; sys.modules['torch'] = None; sys.modules['onnx'] = None\n"
             "import tvm_fusion_ext\nfrom tvm_fusion_ext import zoo\n"
             "assert 'resnet50' in zoo.model_names(); print(zoo.parse_model_args('vit', ['depth=1'])['depth'])")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "1"

@@ -29,8 +29,8 @@ import platform
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import numpy as np
 import tvm
@@ -141,7 +141,7 @@ def _import(fn: Callable[[], tvm.IRModule], what: str) -> tvm.IRModule:
         return fn()
     except ValueError as err:
         raise ValueError(f"{what}: import failed: {_first_line(err)}") from None
-    except Exception as err:                       # frontends raise many unrelated types
+    except Exception as err:  # noqa: BLE001 - frontends raise many unrelated types
         raise ValueError(f"{what}: import failed ({type(err).__name__}): {_first_line(err)}") from None
 
 
@@ -244,8 +244,10 @@ class Report:
                   _fmt(row.compile_s, ".1f"), _fmt(row.latency_ms, ".3f"), _fmt(row.max_abs_err, ".2e"),
                   _fmt(row.speedup_vs_stock, ".2f")] for row in self.rows]
         widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
-        fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
-                                      for i, (c, w) in enumerate(zip(cells, widths)))
+
+        def fmt(cells):
+            return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
         return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, lines)])
 
 
@@ -277,7 +279,7 @@ def parse_target(text: str | dict | tvm.target.Target) -> tvm.target.Target:
     try:
         spec = json.loads(text) if isinstance(text, str) and text.lstrip().startswith("{") else text
         return tvm.target.Target(spec)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - Target raises ValueError or TVM FFI errors
         raise ValueError(f"bad target {text!r}: {_first_line(err)}") from None
 
 
@@ -450,7 +452,7 @@ def _in_process_builder():
                     path = os.path.join(tempfile.mkdtemp(prefix="tvm_fusion_ms_"), "candidate.tar")
                     executable.export_library(path)
                     results.append(BuilderResult(path, None))
-                except Exception as err:               # a failed candidate must not stop tuning
+                except Exception as err:  # noqa: BLE001 - a failed candidate must not stop tuning
                     results.append(BuilderResult(None, str(err)))
             return results
 

@@ -97,7 +97,7 @@ def load_onnx_file(path: str) -> onnx.ModelProto:
     try:
         model = onnx.load(path)
         onnx.checker.check_model(model)
-    except Exception as err:                                  # onnx raises many unrelated types
+    except Exception as err:  # noqa: BLE001 - onnx raises many unrelated types
         raise ValueError(f"{path}: not a valid ONNX model ({type(err).__name__}: "
                          f"{str(err).strip().splitlines()[0] if str(err).strip() else 'no detail'})") from None
     return model
@@ -108,5 +108,5 @@ def load_exported_program(path: str) -> torch.export.ExportedProgram:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             return torch.export.load(path)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - zip, pickle and schema errors alike
         raise ValueError(f"{path}: not a saved torch.export program ({type(err).__name__})") from None

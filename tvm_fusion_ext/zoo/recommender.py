@@ -9,13 +9,15 @@ over embeddings and dense features, summed into one logit.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch import nn
 
 
 def _mlp(sizes: list[int], final_activation: nn.Module | None = None) -> nn.Sequential:
     layers: list[nn.Module] = []
-    for i, (inp, out) in enumerate(zip(sizes, sizes[1:])):
+    for i, (inp, out) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(inp, out))
         if i < len(sizes) - 2:
             layers.append(nn.ReLU())

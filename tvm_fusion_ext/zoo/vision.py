@@ -116,7 +116,7 @@ class ConvBNReLU6(nn.Sequential):
 class InvertedResidual(nn.Module):
     def __init__(self, inp: int, oup: int, stride: int, expand_ratio: int):
         super().__init__()
-        hidden = int(round(inp * expand_ratio))
+        hidden = round(inp * expand_ratio)
         self.use_res_connect = stride == 1 and inp == oup
         layers: list[nn.Module] = []
         if expand_ratio != 1:
@@ -130,8 +130,9 @@ class InvertedResidual(nn.Module):
 
 
 class MobileNetV2(nn.Module):
-    SETTINGS = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2], [6, 96, 3, 1],
-                [6, 160, 3, 2], [6, 320, 1, 1]]
+    # expansion t, output channels c, repeats n, first stride s (torchvision's table)
+    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                (6, 160, 3, 2), (6, 320, 1, 1))
 
     def __init__(self, num_classes: int = 1000):
         super().__init__()
