@@ -264,7 +264,7 @@ class InlineCse:
             a = cls.helper(x)
             b = R.exp(a)
             c = R.exp(x)
-            unused = R.sigmoid(x)
+            unused = R.sigmoid(x)  # noqa: F841 - dead code for DCE
             d = R.add(b, c)
             R.output(d)
         return d
@@ -327,7 +327,7 @@ def test_broadcasting_add_zero_kept():
 
 
 def test_fixed_point_is_stable():
-    after, sim = _simplify(InlineCse)
+    after, _ = _simplify(InlineCse)
     again, sim2 = _simplify(after)
     tvm.ir.assert_structural_equal(after, again)
     assert sim2.rounds == 1 and sum(sim2.counters.values()) == 0

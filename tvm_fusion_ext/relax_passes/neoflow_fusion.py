@@ -27,8 +27,13 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..analysis.graph import build_graphs
 from ..hardware.device_costs import DeviceCosts, load_or_measure
-from ..partitioners.neoflow import (MAX_GROUP_SIZE, GreedyRewardPartitioner, Recompute, RewardModel,
-                                    recompute_decisions)
+from ..partitioners.neoflow import (
+    MAX_GROUP_SIZE,
+    GreedyRewardPartitioner,
+    Recompute,
+    RewardModel,
+    recompute_decisions,
+)
 from ..pipelines import register_fusion
 from ..registration import register_pass
 from .materialize_partition import MaterializePartition

@@ -157,9 +157,8 @@ class _AlgebraicSimplifier(PyExprMutator):
                 return self._hit("mul_one", rhs)
             if (cl == 0.0 or cr == 0.0) and zeros is not None:
                 return self._hit("mul_zero", zeros)
-        elif call.op.same_as(_DIV):
-            if cr == 1.0 and _same_type(lhs, call):
-                return self._hit("mul_one", lhs)
+        elif call.op.same_as(_DIV) and cr == 1.0 and _same_type(lhs, call):
+            return self._hit("mul_one", lhs)
         return None
 
     # ---- layout: transposes, reshapes, casts, no-task ops -------------------------------------
