@@ -50,6 +50,7 @@ from tvm.s_tir.meta_schedule.postproc import PyPostproc
 from tvm.s_tir.meta_schedule.runner import PyRunner, RunnerFuture, RunnerResult
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
+from .intrinsics import register_matrix_intrin
 from .kernel_model import kernel_model
 from .schedule import (Decisions, Decline, contraction, default_decisions, evaluate,
                        output_shape, stage_kernel, tile_candidates)
@@ -349,6 +350,16 @@ class TuneReport:
     skipped: list[str] = field(default_factory=list)
 
 
+def open_database(work_dir: str, target: tvm.target.Target) -> ms.database.JSONDatabase:
+    """The JSON database in ``work_dir`` (created if missing). Records replay ``tensorize`` with
+    the target's matrix intrinsic and loading parses them, so it is registered first."""
+    spec = spec_of_target(target)
+    if spec.matrix_shape is not None:
+        register_matrix_intrin(tuple(spec.matrix_shape))
+    os.makedirs(work_dir, exist_ok=True)
+    return ms.database.JSONDatabase(work_dir=work_dir)
+
+
 def tunable_tasks(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[list, list[str]]:
     """``(tasks, declined names)``: MetaSchedule tasks of a fused module that have a DSA space."""
     spec = spec_of_target(target)
@@ -369,8 +380,7 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
     """Tune every kernel of the fused module ``mod`` with up to ``trials`` simulated
     measurements each, into the JSON database in ``work_dir`` (resumed if present)."""
     spec = spec_of_target(target)
-    os.makedirs(work_dir, exist_ok=True)
-    database = ms.database.JSONDatabase(work_dir=work_dir)
+    database = open_database(work_dir, target)
     tasks, declined = tunable_tasks(mod, target)
     counts = _record_counts(database)
     report = TuneReport(database, skipped=list(declined))
@@ -449,7 +459,7 @@ def _commit_default(database, workload_mod: tvm.IRModule, target, spec: DSASpec)
     func = workload_mod["main"]
     space = kernel_space(func, spec)
     sch = s_tir.Schedule(workload_mod)
-    block = _output_block(sch)
+    block = output_block(sch)
     sample_decisions(sch, block, space, forced=space.index_of(space.default))
     sch.enter_postproc()
     if not apply_decisions(sch, spec):
@@ -506,7 +516,8 @@ def _record_counts(database) -> dict[int, int]:
     return counts
 
 
-def _output_block(sch: s_tir.Schedule):
+def output_block(sch: s_tir.Schedule):
+    """The block writing the kernel's output (where the decisions are annotated)."""
     params = {p.name for p in sch.mod["main"].params}
     for block in _blocks(sch.mod["main"]):
         if block.writes and block.writes[0].source.name in params:
