@@ -74,13 +74,22 @@ def row(model, mod, label, fusion, policy):
 
 
 def _conv2d_loop_nests(mod: tvm.IRModule) -> int:
-    """conv2d computations left in the kernels (sblocks named ``conv2d*``): 8 -> 1 is what parallel
-    fusion does to the capsule convolution, even when all 8 end up in one fused kernel."""
-    blocks = []
-    for _, func in mod.functions_items():
-        if isinstance(func, tvm.tirx.PrimFunc):
-            tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)], order="pre")
-    return sum(1 for b in blocks if b.name_hint.startswith("conv2d"))
+    """conv2d computations run per inference (sblocks named ``conv2d*`` in each called kernel):
+    8 -> 1 is what parallel fusion does to the capsule convolution, even when all 8 end up in one
+    fused kernel."""
+    count = 0
+
+    def visit(expr):
+        nonlocal count
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) \
+                and expr.op.name == "relax.call_tir":
+            blocks = []
+            tvm_ffi.structural_walk(mod[expr.args[0]].body, [(s_tir.SBlock, blocks.append)],
+                                    order="pre")
+            count += sum(1 for b in blocks if b.name_hint.startswith("conv2d"))
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return count
 
 
 def main():

@@ -5,8 +5,7 @@ import tvm
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from tvm_fusion_ext.analysis.execution_order import (BFS, DFS, choose_order, peak_live_bytes,
-                                                    topological_order)
+from tvm_fusion_ext.analysis.execution_order import BFS, DFS, choose_order, peak_live_bytes, topological_order
 from tvm_fusion_ext.analysis.graph import DataflowGraph, build_graph
 from tvm_fusion_ext.relax_passes.schedule_execution_order import ScheduleExecutionOrder
 from tvm_fusion_ext.testing.verify import build, random_inputs, run
@@ -25,7 +24,7 @@ def _mindspore_six_kernels():
 
 def test_orders_match_the_paper():
     g = _mindspore_six_kernels()
-    names = lambda order: [g.nodes[i].name for i in order]  # noqa: E731
+    names = lambda order: [g.nodes[i].name for i in order]
     assert names(topological_order(g, BFS)) == ["kernel1", "kernel2", "kernel4", "kernel5",
                                                 "kernel3", "kernel6"]
     assert names(topological_order(g, DFS)) == ["kernel1", "kernel2", "kernel3", "kernel4",

@@ -4,8 +4,14 @@ import pytest
 
 from tvm_fusion_ext.analysis.graph import DataflowGraph, OpPattern
 from tvm_fusion_ext.hardware.device_costs import DeviceCosts
-from tvm_fusion_ext.partitioners.neoflow import (Arity, FusionDelta, GreedyRewardPartitioner,
-                                                 RewardModel, arity, fig6_delta)
+from tvm_fusion_ext.partitioners.neoflow import (
+    Arity,
+    FusionDelta,
+    GreedyRewardPartitioner,
+    RewardModel,
+    arity,
+    fig6_delta,
+)
 
 # A device with Pd = 10 GB/s, Pc = 20 GFLOP/s, L = 5 us.
 COSTS = DeviceCosts(bandwidth=10e9, flops=20e9, launch=5e-6)
