@@ -331,3 +331,36 @@ def test_fixed_point_is_stable():
     again, sim2 = _simplify(after)
     tvm.ir.assert_structural_equal(after, again)
     assert sim2.rounds == 1 and sum(sim2.counters.values()) == 0
+
+
+@I.ir_module
+class ConcatBranches:  # what parallel fusion leaves when each conv had its own bias
+    @R.function
+    def main(y: R.Tensor((2, 10), "float32"), c0: R.Tensor((1, 4), "float32"),
+             c1: R.Tensor((1, 6), "float32")):
+        with R.dataflow():
+            a = R.strided_slice(y, axes=[1], begin=[0], end=[4])
+            b = R.strided_slice(y, axes=[1], begin=[4], end=[10])
+            a2 = R.add(a, c0)
+            b2 = R.add(b, c1)
+            d = R.concat((a2, b2), axis=1)
+            R.output(d)
+        return d
+
+
+@I.ir_module
+class ConcatBranchesExpected:
+    @R.function
+    def main(y: R.Tensor((2, 10), "float32"), c0: R.Tensor((1, 4), "float32"),
+             c1: R.Tensor((1, 6), "float32")):
+        with R.dataflow():
+            lv = R.concat((c0, c1), axis=1)
+            d = R.add(y, lv)
+            R.output(d)
+        return d
+
+
+def test_concat_branches():
+    after, sim = _simplify(ConcatBranches)
+    assert sim.counters["concat_branches"] == 1
+    tvm.ir.assert_structural_equal(after, ConcatBranchesExpected)

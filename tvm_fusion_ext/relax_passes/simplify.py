@@ -9,18 +9,20 @@ turns every reshape-pattern kernel into a view, so they launch nothing.
 
 Rules (each bumps a named counter in :attr:`Simplify.counters`):
 
-================  ==================================================================
-``add_zero``      ``x + 0``, ``0 + x``, ``x - 0`` -> ``x`` (``0``: a constant or ``R.zeros``)
-``mul_one``       ``x * 1``, ``1 * x``, ``x / 1`` -> ``x``
-``mul_zero``      ``x * 0``, ``0 * x`` -> ``zeros``
-``sub_self``      ``x - x`` -> ``zeros``
-``neg_neg``       ``-(-x)`` -> ``x``
-``transpose``     ``permute_dims(permute_dims(x, p), q)`` -> one permute, or ``x`` if identity
-``reshape``       ``reshape(reshape(x, s), t)`` -> ``reshape(x, t)``; ``reshape(x, shape(x))`` -> ``x``
-``cast``          ``astype(x, dtype(x))`` -> ``x``
-``concat_slices`` ``concat(x[a0:a1], x[a1:a2], ...)`` covering an axis of ``x`` in order -> ``x``
-``no_task``       ``expand_dims`` / ``squeeze`` / ``flatten`` -> ``reshape``
-================  ==================================================================
+===================  ======================================================================================
+``add_zero``         ``x + 0``, ``0 + x``, ``x - 0`` -> ``x`` (``0``: a constant or ``R.zeros``)
+``mul_one``          ``x * 1``, ``1 * x``, ``x / 1`` -> ``x``
+``mul_zero``         ``x * 0``, ``0 * x`` -> ``zeros``
+``sub_self``         ``x - x`` -> ``zeros``
+``neg_neg``          ``-(-x)`` -> ``x``
+``transpose``        ``permute_dims(permute_dims(x, p), q)`` -> one permute, or ``x`` if identity
+``reshape``          ``reshape(reshape(x, s), t)`` -> ``reshape(x, t)``; ``reshape(x, shape(x))`` -> ``x``
+``cast``             ``astype(x, dtype(x))`` -> ``x``
+``concat_slices``    ``concat(x[a0:a1], x[a1:a2], ...)`` covering an axis of ``x`` in order -> ``x``
+``concat_branches``  ``concat(x[a0:a1] + c0, x[a1:a2] + c1, ...)`` -> ``x + concat(c0, c1, ...)``
+                     (one of ``+ - * /``, slices on the same side: the bias adds after a parallel fusion)
+``no_task``          ``expand_dims`` / ``squeeze`` / ``flatten`` -> ``reshape``
+===================  ======================================================================================
 
 The constant rules only fire when the result keeps ``x``'s shape and dtype (no broadcasting away).
 """
@@ -206,9 +208,46 @@ class _AlgebraicSimplifier(PyExprMutator):
         if not isinstance(fields, relax.Tuple) or not fields.fields:
             return None
         axis = int(call.attrs.axis)
+        source = self._tiled_source([self._bound(f) for f in fields.fields], axis)
+        if source is not None and _same_type(source, call):
+            return self._hit("concat_slices", source)
+        return self._concat_branches(call, fields.fields, axis)
+
+    def _concat_branches(self, call, fields, axis: int):
+        """``concat(op(x[a0:a1], c0), op(x[a1:a2], c1), ...)`` -> ``op(x, concat(c0, c1, ...))``:
+        one element-wise op per slice of a tiled tensor (the bias adds after a parallel fusion)."""
+        branches = [self._bound(f) for f in fields]
+        first = branches[0]
+        if not any(_is(first, op) for op in (_ADD, _SUB, _MUL, _DIV)):
+            return None
+        for side in (0, 1):  # which operand is the slice
+            pieces, others = [], []
+            for field, branch in zip(fields, branches):
+                if not _is(branch, first.op):
+                    return None
+                piece, other = branch.args[side], branch.args[1 - side]
+                other_shape, field_shape = _static_shape(other), _static_shape(field)
+                if other_shape is None or field_shape is None or len(other_shape) != len(field_shape) \
+                        or other_shape[axis] != field_shape[axis] or not _same_type(piece, field):
+                    break
+                pieces.append(self._bound(piece))
+                others.append(other)
+            else:
+                source = self._tiled_source(pieces, axis)
+                if source is None or not _same_type(source, call):
+                    continue
+                if len({_without_axis(_static_shape(o), axis) for o in others}) != 1:
+                    continue
+                merged = self.builder_.emit(relax.op.concat(others, axis=axis))
+                args = (source, merged) if side == 0 else (merged, source)
+                return self._hit("concat_branches", relax.Call(first.op, args, first.attrs))
+        return None
+
+    @staticmethod
+    def _tiled_source(pieces, axis: int):
+        """The tensor ``pieces`` (bound values) slice, in order and without gaps, along ``axis``."""
         source, expected_begin = None, 0
-        for field in fields.fields:
-            piece = self._bound(field)
+        for piece in pieces:
             if not _is(piece, _SLICE) or len(piece.args) > 4:
                 return None  # strided (step) slices never tile an axis
             axes = _ints(piece.args[1])
@@ -224,9 +263,14 @@ class _AlgebraicSimplifier(PyExprMutator):
             if begin != expected_begin:
                 return None
             expected_begin = min(end, src_shape[axes[0]])
-        if source is not None and expected_begin == _static_shape(source)[axis] and _same_type(source, call):
-            return self._hit("concat_slices", source)
-        return None
+        if source is None or expected_begin != _static_shape(source)[axis]:
+            return None
+        return source
+
+
+def _without_axis(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
+    axis = axis % len(shape)
+    return shape[:axis] + shape[axis + 1:]
 
 
 def _ints(expr) -> list[int]:
