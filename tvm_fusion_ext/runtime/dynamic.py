@@ -19,7 +19,7 @@ execution threads, so execution never waits for exploration (except for the firs
 4. :meth:`run` executes ``main`` with whatever the cache holds at that moment.
 
 The starting compile (step 1-2) is the only wait; MetaSchedule's one-time start-up (importing its
-tensor intrinsics) runs in the tuning thread too. Both threads are Python threads: while the tuner
+tensor intrinsics) runs in the tuning thread too, unless :meth:`DynamicRunner.warm_up` ran first. Both threads are Python threads: while the tuner
 runs Python code (its builder and runner callbacks, the start-up import) the two share the GIL, so
 early iterations are slower than with nothing in the background.
 
@@ -229,11 +229,22 @@ class DynamicRunner:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def _tune(self, trials_per_round: int, rounds: int, work_dir: str) -> None:
-        # MetaSchedule's TuneContext imports tvm.s_tir.tensor_intrin, which parses ~250 TVMScript
-        # functions (tens of seconds on a small machine, NOTES section 0): it happens here, in the
-        # background, so the execution thread starts at once.
+    @staticmethod
+    def warm_up() -> float:
+        """MetaSchedule's one-time start-up, in the calling thread; returns the seconds it took.
+
+        ``TuneContext`` imports ``tvm.s_tir.tensor_intrin``, which parses ~250 TVMScript functions
+        (tens of seconds on a small machine, NOTES section 0). Without this call the tuning thread
+        does it, concurrently with the loop.
+        """
+        start = time.perf_counter()
         import tvm.s_tir.tensor_intrin  # noqa: F401
+        from tvm.s_tir import meta_schedule  # noqa: F401
+
+        return time.perf_counter() - start
+
+    def _tune(self, trials_per_round: int, rounds: int, work_dir: str) -> None:
+        self.warm_up()
         from tvm.s_tir import meta_schedule as ms
 
         databases = {name: ms.database.MemoryDatabase() for name in self.kernels}
