@@ -64,7 +64,7 @@ def test_mutator_moves_one_sampled_decision(fused):
     func = fused["fused_matmul_add"]
     space = tuning.kernel_space(func, SPEC)
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
-    tuning.sample_decisions(sch, tuning.output_block(sch), space,
+    tuning.sample_decisions(sch, tuning.carrier_block(sch), space,
                             forced=space.index_of(space.default))
     trace = sch.trace
     mutated = tuning.MutateDSADecision(seed=1).apply(trace)

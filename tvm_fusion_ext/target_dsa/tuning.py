@@ -6,8 +6,9 @@ the K chunk of a contraction, matrix unit on/off (GEMM-shaped contractions only)
 buffering (section 4.4) and the number of cores the tile loop is bound to. It is expressed the
 way MetaSchedule's own rules express structural choices (e.g. ``meta_schedule.unroll_explicit``):
 
-* :class:`DSAStaging` (schedule rule) samples one ``SampleCategorical`` per knob and annotates the
-  kernel's output block with the sampled random variables (``dsa.decision.<knob>``);
+* :class:`DSAStaging` (schedule rule) samples one ``SampleCategorical`` per knob and annotates one
+  block (:func:`carrier_name`, the output block) with the sampled variables
+  (``dsa.decision.<knob>``);
 * :class:`DSAApplyDecisions` (postprocessor) reads the annotations, removes them and applies
   :func:`.schedule.stage_kernel` with those decisions (LB overflow spilled to GB exactly as the
   untuned schedule does), in place, after ``EnterPostproc``; so a database record replays
@@ -23,7 +24,9 @@ way MetaSchedule's own rules express structural choices (e.g. ``meta_schedule.un
 :func:`tune_kernels` tunes the kernels of a fused module one task at a time into a JSON database
 (``work_dir``), seeds every kernel with the untuned default decisions (measured by the same
 simulator, so the best record is never slower than the untuned schedule), and resumes: a kernel
-that already has ``trials`` records in the database is not measured again.
+that already has ``trials`` records in the database, or whose search with that budget finished
+(``dsa_tuned.json`` in ``work_dir``; a small space can run out before the budget), is not
+measured again.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ ANNOTATION = "dsa.decision."
 MAX_SPACE_TILES = 16
 MAX_SPACE_K_CHUNKS = 4
 _LOG = logging.getLogger(__name__)
+# Per workload (structural hash), the largest per-kernel budget a run completed.
+DONE_FILE = "dsa_tuned.json"
 # MetaSchedule records a failed build/run with this many seconds.
 _FAILED_SECS = 1e9
 
@@ -212,9 +217,10 @@ class DSAStaging(PyScheduleRule):
 
     def apply(self, sch: s_tir.Schedule, block) -> list[s_tir.Schedule]:
         func = sch.mod["main"]
-        outputs = {p.name for p in func.params}
-        writes = sch.get(block).writes
-        if not writes or writes[0].source.name not in outputs:
+        try:
+            if sch.get(block).name_hint != carrier_name(func):
+                return [sch]
+        except Decline:
             return [sch]
         try:
             space = kernel_space(func, self.spec)
@@ -366,6 +372,7 @@ def tunable_tasks(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[list, l
     tasks, declined = [], []
     for task in ms.relax_integration.extract_tasks(mod, target):
         try:
+            carrier_name(task.dispatched[0]["main"])
             kernel_space(task.dispatched[0]["main"], spec)
             tasks.append(task)
         except (Decline, s_tir.ScheduleError, ValueError) as err:
@@ -383,8 +390,13 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
     database = open_database(work_dir, target)
     tasks, declined = tunable_tasks(mod, target)
     counts = _record_counts(database)
+    done = _load_done(work_dir)
     report = TuneReport(database, skipped=list(declined))
-    remaining = {t.task_name: max(0, trials - counts.get(_hash(t.dispatched[0]), 0)) for t in tasks}
+    remaining = {}
+    for task in tasks:
+        key = _hash(task.dispatched[0])
+        complete = done.get(str(key), 0) >= trials
+        remaining[task.task_name] = 0 if complete else max(0, trials - counts.get(key, 0))
     bar = _bar(sum(remaining.values()), progress)
     runner = SimRunner()
     builder = SimBuilder()
@@ -404,11 +416,11 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
         if bar is not None:
             bar.set_description(task.task_name[:40])
         if left > 0 and before == 0:
-            _commit_default(database, workload_mod, target, spec)
-            runner.measured += 1
             left -= 1
             if bar is not None:
                 bar.update(1)
+            if _commit_default(database, workload_mod, target, spec):
+                runner.measured += 1
         if left > 0:
             with _dsa_intrinsics_only():
                 context = ms.TuneContext(
@@ -426,6 +438,11 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
                           measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
                                              _Progress(bar)],
                           task_scheduler="round-robin")
+        if remaining[task.task_name] > 0:
+            # The search may stop short of the budget (a small space is exhausted); the kernel
+            # is still done for this budget, so a resumed run does not search it again.
+            done[str(_hash(workload_mod))] = max(trials, done.get(str(_hash(workload_mod)), 0))
+            _save_done(work_dir, done)
         report.measured = runner.measured
         report.kernels.append(_kernel_report(database, task, before, runner.measured - measured_before, spec))
     if bar is not None:
@@ -454,20 +471,41 @@ def _dsa_intrinsics_only():
         sys.modules.pop(name, None)
 
 
-def _commit_default(database, workload_mod: tvm.IRModule, target, spec: DSASpec) -> None:
-    """Measure the untuned default decisions with the simulator and commit them as a record."""
+def _load_done(work_dir: str) -> dict[str, int]:
+    path = os.path.join(work_dir, DONE_FILE)
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return {str(k): int(v) for k, v in json.load(f).items()}
+
+
+def _save_done(work_dir: str, done: dict[str, int]) -> None:
+    path = os.path.join(work_dir, DONE_FILE)
+    with open(path + ".tmp", "w") as f:
+        json.dump(done, f, indent=1, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def _commit_default(database, workload_mod: tvm.IRModule, target, spec: DSASpec) -> bool:
+    """Measure the untuned default decisions with the simulator and commit them as a record
+    (``False`` when they do not even fit LB/GB: then there is nothing to commit)."""
     func = workload_mod["main"]
     space = kernel_space(func, spec)
     sch = s_tir.Schedule(workload_mod)
-    block = output_block(sch)
+    block = carrier_block(sch)
     sample_decisions(sch, block, space, forced=space.index_of(space.default))
     sch.enter_postproc()
     if not apply_decisions(sch, spec):
-        return
-    secs = simulate_model(kernel_model(sch.mod["main"]), spec)
+        return False
+    try:
+        secs = simulate_model(kernel_model(sch.mod["main"]), spec)
+    except ValueError as err:
+        _LOG.info("untuned schedule not committed: %s", err)
+        return False
     workload = database.commit_workload(workload_mod)
     database.commit_tuning_record(ms.database.TuningRecord(
         sch.trace, workload, [secs], target, ms.arg_info.ArgInfo.from_prim_func(func)))
+    return True
 
 
 def _kernel_report(database, task, before: int, measured: int, spec: DSASpec) -> KernelReport:
@@ -516,13 +554,23 @@ def _record_counts(database) -> dict[int, int]:
     return counts
 
 
-def output_block(sch: s_tir.Schedule):
-    """The block writing the kernel's output (where the decisions are annotated)."""
-    params = {p.name for p in sch.mod["main"].params}
-    for block in _blocks(sch.mod["main"]):
+def carrier_name(func: tirx.PrimFunc) -> str:
+    """The block that carries the sampled decisions: the one writing the kernel's output, unless
+    it has a ``schedule_rule`` annotation (e.g. pooling's ``meta_schedule.pool_max``), which makes
+    ``PostOrderApply`` skip the rules for it; then the first block without one."""
+    params = {p.name for p in func.params}
+    blocks = _blocks(func)
+    free = [b for b in blocks if "schedule_rule" not in (b.annotations or {})]
+    for block in free:
         if block.writes and block.writes[0].source.name in params:
-            return sch.get_sblock(block.name_hint)
-    raise Decline("no block writes a kernel output")
+            return block.name_hint
+    if not free:
+        raise Decline("every block has a schedule_rule annotation")
+    return free[0].name_hint
+
+
+def carrier_block(sch: s_tir.Schedule):
+    return sch.get_sblock(carrier_name(sch.mod["main"]))
 
 
 def _blocks(func: tirx.PrimFunc) -> list:
