@@ -5,7 +5,8 @@ so fusion is the only difference between two rows. Each row reports
 
 * ``kernels`` / ``boundary_bytes``: :func:`testing.verify.kernel_traffic` of the module after the
   strategy's :func:`pipelines.fusion_pipeline` (kernels per inference, bytes crossing them);
-* ``compile_s``: wall time of the complete ``tvm.compile`` (:func:`testing.verify.build`);
+* ``compile_s``: wall time of the complete ``tvm.compile`` (:func:`testing.verify.build`; under
+  ``tuned`` the tuning itself is not included);
 * ``latency_ms``: median of at least ``min_runs`` timed runs after warm-up;
 * ``max_abs_err``: against the reference outputs (PyTorch eager for zoo models and saved
   ExportedPrograms, ONNX Runtime for ``.onnx`` files);
@@ -294,6 +295,9 @@ def compare(workload: Workload, fusions: list[str], target="llvm", policy: str =
     if policy not in POLICIES:
         raise ValueError(f"unknown scheduling policy {policy!r}; known: {', '.join(POLICIES)}")
     threads = configure_threads(threads)
+    if policy == "tuned" and target.kind.name == "llvm" and "num-cores" not in target.attrs:
+        # MetaSchedule needs the core count; every TVM row compiles for this same target
+        target = tvm.target.Target({**target.export(), "num-cores": threads})
     disable = None if progress is None else not progress
     runners: dict[str, tuple[Callable, Row]] = {}
     for name in tqdm(fusions, desc="compile", unit="row", disable=disable, leave=False):
