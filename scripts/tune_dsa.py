@@ -27,15 +27,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import numpy as np  # noqa: E402
-import tvm  # noqa: E402
+import numpy as np
+import tvm
 
-import tvm_fusion_ext  # noqa: E402
-from tvm_fusion_ext import zoo  # noqa: E402
-from tvm_fusion_ext.pipelines import fusion_names, fusion_pipeline, pipeline  # noqa: E402
-from tvm_fusion_ext.target_dsa import profile  # noqa: E402
-from tvm_fusion_ext.target_dsa.tuning import open_database, tune_kernels  # noqa: E402
-from tvm_fusion_ext.testing.verify import run  # noqa: E402
+from tvm_fusion_ext import zoo
+from tvm_fusion_ext.pipelines import fusion_names, fusion_pipeline, pipeline
+from tvm_fusion_ext.target_dsa import profile
+from tvm_fusion_ext.target_dsa.tuning import open_database, tune_kernels
+from tvm_fusion_ext.testing.verify import run
 
 
 def parse_args(argv=None) -> argparse.Namespace:

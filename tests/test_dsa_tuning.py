@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 import tvm
 from dsa_cases.relax_mods import MatmulBias
+from tvm.script import ir as I
+from tvm.script import relax as R
 
 import tvm_fusion_ext  # noqa: F401
 from tvm_fusion_ext.pipelines import fusion_pipeline, pipeline
@@ -106,3 +108,24 @@ def test_tuned_compilation_computes_the_right_numbers(executables):
     expected = run(tvm.compile(MatmulBias, target="llvm"), inputs)[0]
     for executable in executables:
         np.testing.assert_allclose(run(executable, inputs)[0], expected, rtol=1e-4, atol=1e-4)
+
+
+@I.ir_module
+class MaxPool:
+    @R.function
+    def main(x: R.Tensor((1, 16, 16, 16), "float32")):
+        with R.dataflow():
+            y = R.nn.max_pool2d(x, pool_size=(2, 2), strides=(2, 2))
+            R.output(y)
+        return y
+
+
+def test_pooling_kernel_is_searched_despite_its_schedule_rule_annotation(tmp_path):
+    # LegalizeOps tags the pooling block with schedule_rule = meta_schedule.pool_max, which makes
+    # PostOrderApply skip rules for it; the ScheduleFn space still samples its decisions.
+    with TARGET:
+        mod = fusion_pipeline("stock", TARGET)(MaxPool)
+    report = tuning.tune_kernels(mod, TARGET, str(tmp_path), 4, progress=False)
+    (kernel,) = report.kernels
+    assert kernel.measured == 4
+    assert len(tuning.open_database(str(tmp_path), TARGET).get_all_tuning_records()) == 4

@@ -6,9 +6,9 @@ the K chunk of a contraction, matrix unit on/off (GEMM-shaped contractions only)
 buffering (section 4.4) and the number of cores the tile loop is bound to. It is expressed the
 way MetaSchedule's own rules express structural choices (e.g. ``meta_schedule.unroll_explicit``):
 
-* :class:`DSAStaging` (schedule rule) samples one ``SampleCategorical`` per knob and annotates one
-  block (:func:`carrier_name`, the output block) with the sampled variables
-  (``dsa.decision.<knob>``);
+* :func:`sample_space` (the space function of a ``ScheduleFn`` space generator) samples one
+  ``SampleCategorical`` per knob and annotates the kernel's output block with the sampled
+  variables (``dsa.decision.<knob>``);
 * :class:`DSAApplyDecisions` (postprocessor) reads the annotations, removes them and applies
   :func:`.schedule.stage_kernel` with those decisions (LB overflow spilled to GB exactly as the
   untuned schedule does), in place, after ``EnterPostproc``; so a database record replays
@@ -32,6 +32,7 @@ measured again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -51,12 +52,19 @@ from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from tvm.s_tir.meta_schedule.mutator import PyMutator
 from tvm.s_tir.meta_schedule.postproc import PyPostproc
 from tvm.s_tir.meta_schedule.runner import PyRunner, RunnerFuture, RunnerResult
-from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
 from .intrinsics import register_matrix_intrin
 from .kernel_model import kernel_model
-from .schedule import (Decisions, Decline, contraction, default_decisions, evaluate,
-                       output_shape, stage_kernel, tile_candidates)
+from .schedule import (
+    Decisions,
+    Decline,
+    contraction,
+    default_decisions,
+    evaluate,
+    output_shape,
+    stage_kernel,
+    tile_candidates,
+)
 from .simulator import fits, kernel_cycles
 from .spec import DSASpec
 from .target import spec_of_target
@@ -209,31 +217,6 @@ def apply_decisions(sch: s_tir.Schedule, spec: DSASpec) -> bool:
 
 # ---- MetaSchedule components -----------------------------------------------------------------
 @derived_object
-class DSAStaging(PyScheduleRule):
-    """Schedule rule: sample the DSA decisions on the block that writes the kernel's output."""
-
-    def _initialize_with_tune_context(self, context) -> None:
-        self.spec = spec_of_target(context.target)
-
-    def apply(self, sch: s_tir.Schedule, block) -> list[s_tir.Schedule]:
-        func = sch.mod["main"]
-        try:
-            if sch.get(block).name_hint != carrier_name(func):
-                return [sch]
-        except Decline:
-            return [sch]
-        try:
-            space = kernel_space(func, self.spec)
-        except (Decline, s_tir.ScheduleError, ValueError):
-            return [sch]
-        sample_decisions(sch, block, space)
-        return [sch]
-
-    def clone(self) -> "DSAStaging":
-        return DSAStaging()
-
-
-@derived_object
 class DSAApplyDecisions(PyPostproc):
     """Postprocessor: apply the staging schedule the sampled decisions select."""
 
@@ -243,7 +226,7 @@ class DSAApplyDecisions(PyPostproc):
     def apply(self, sch: s_tir.Schedule) -> bool:
         return apply_decisions(sch, self.spec)
 
-    def clone(self) -> "DSAApplyDecisions":
+    def clone(self) -> DSAApplyDecisions:
         return DSAApplyDecisions()
 
 
@@ -268,15 +251,25 @@ class MutateDSADecision(PyMutator):
         choice = self.rng.choice([i for i in range(len(inst.attrs[0])) if i != current])
         return trace.with_decision(inst, choice, remove_postproc=True)
 
-    def clone(self) -> "MutateDSADecision":
+    def clone(self) -> MutateDSADecision:
         return MutateDSADecision(self.rng.randrange(1 << 30))
 
 
-def design_space() -> ms.space_generator.PostOrderApply:
-    """The DSA design space as a MetaSchedule space generator."""
-    return ms.space_generator.PostOrderApply(
-        sch_rules=[DSAStaging()], postprocs=[DSAApplyDecisions()],
-        mutator_probs={MutateDSADecision(): 1.0})
+def sample_space(sch: s_tir.Schedule, spec: DSASpec) -> None:
+    """The space function: sample the DSA decisions on the kernel's output block."""
+    sample_decisions(sch, carrier_block(sch), kernel_space(sch.mod["main"], spec))
+
+
+def design_space(spec: DSASpec) -> ms.space_generator.ScheduleFn:
+    """The DSA design space as a MetaSchedule space generator.
+
+    A ``ScheduleFn`` rather than ``PostOrderApply`` with a schedule rule: ``PostOrderApply``
+    skips the rules for blocks annotated ``schedule_rule`` (LegalizeOps puts
+    ``meta_schedule.pool_max`` on pooling), so a pooling kernel would get no decisions.
+    """
+    return ms.space_generator.ScheduleFn(
+        functools.partial(sample_space, spec=spec), sch_rules=[],
+        postprocs=[DSAApplyDecisions()], mutator_probs={MutateDSADecision(): 1.0})
 
 
 def simulate_model(model: dict, spec: DSASpec) -> float:
@@ -407,8 +400,7 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
     if progress and ms_logger.level == logging.NOTSET:
         # Keep the console for the progress bar; the full logs go to ``work_dir/logs``.
         ms_logger.setLevel(logging.WARNING)
-    loggers = ms.logging.get_loggers_from_work_dir(work_dir, [t.task_name for t in tasks])
-    for index, (task, logger) in enumerate(zip(tasks, loggers)):
+    for index, task in enumerate(tasks):
         workload_mod = task.dispatched[0]
         before = counts.get(_hash(workload_mod), 0)
         left = remaining[task.task_name]
@@ -422,9 +414,10 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
             if _commit_default(database, workload_mod, target, spec):
                 runner.measured += 1
         if left > 0:
+            logger = _task_logger(work_dir, index, task.task_name)
             with _dsa_intrinsics_only():
                 context = ms.TuneContext(
-                    mod=workload_mod, target=target, space_generator=design_space(),
+                    mod=workload_mod, target=target, space_generator=design_space(spec),
                     search_strategy=ms.search_strategy.EvolutionarySearch(
                         population_size=population_size, init_measured_ratio=0.25,
                         init_min_unmeasured=max(2, population_size // 2), genetic_num_iters=2,
@@ -438,6 +431,9 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
                           measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
                                              _Progress(bar)],
                           task_scheduler="round-robin")
+            for handler in list(logger.handlers):
+                logger.removeHandler(handler)
+                handler.close()
         if remaining[task.task_name] > 0:
             # The search may stop short of the budget (a small space is exhausted); the kernel
             # is still done for this budget, so a resumed run does not search it again.
@@ -469,6 +465,24 @@ def _dsa_intrinsics_only():
         yield
     finally:
         sys.modules.pop(name, None)
+
+
+def _task_logger(work_dir: str, index: int, name: str) -> logging.Logger:
+    """A logger writing one task's search log to ``work_dir/logs/task_<i>_<name>.log``.
+
+    (``ms.logging.get_loggers_from_work_dir`` re-configures logging globally and fails when
+    called again in a process whose loggers have unnamed handlers, e.g. under pytest.)
+    """
+    log_dir = os.path.join(work_dir, "logs")
+    os.makedirs(log_dir, exist_ok=True)
+    path = os.path.abspath(os.path.join(log_dir, f"task_{index:03d}_{name[:100]}.log"))
+    logger = logging.getLogger(f"{__name__}.task.{abs(hash(path))}")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] %(message)s"))
+    logger.addHandler(handler)
+    return logger
 
 
 def _load_done(work_dir: str) -> dict[str, int]:
@@ -555,18 +569,12 @@ def _record_counts(database) -> dict[int, int]:
 
 
 def carrier_name(func: tirx.PrimFunc) -> str:
-    """The block that carries the sampled decisions: the one writing the kernel's output, unless
-    it has a ``schedule_rule`` annotation (e.g. pooling's ``meta_schedule.pool_max``), which makes
-    ``PostOrderApply`` skip the rules for it; then the first block without one."""
+    """The block that carries the sampled decisions: the one writing the kernel's output."""
     params = {p.name for p in func.params}
-    blocks = _blocks(func)
-    free = [b for b in blocks if "schedule_rule" not in (b.annotations or {})]
-    for block in free:
+    for block in _blocks(func):
         if block.writes and block.writes[0].source.name in params:
             return block.name_hint
-    if not free:
-        raise Decline("every block has a schedule_rule annotation")
-    return free[0].name_hint
+    raise Decline("no block writes a kernel output")
 
 
 def carrier_block(sch: s_tir.Schedule):
