@@ -16,8 +16,9 @@ pytestmark = pytest.mark.zoo
 
 # Small shapes keep the whole file a few minutes on 2 cores; full shapes run in scripts/bench_zoo.py.
 SMALL = {
-    "resnet18": {"image": 32}, "resnet50": {"image": 32}, "mobilenet_v2": {"image": 32},
-    "densenet121": {"image": 32}, "shufflenet_v2": {"image": 32},
+    "resnet18": {"image": 32}, "resnet50": {"image": 32, "layers": "1,1,1,1"},
+    "mobilenet_v2": {"image": 32}, "densenet121": {"image": 32, "blocks": "2,2,2,2"},
+    "shufflenet_v2": {"image": 32},
     "vit": {"image": 32, "patch": 8, "depth": 1, "num_classes": 10},
     "bert_base": {"seq": 16, "layers": 1}, "conformer": {"seq": 16, "dim": 64, "kernel": 7},
     "dlrm": {"batch": 4, "vocab": 50}, "wide_deep": {"batch": 4, "vocab": 50},

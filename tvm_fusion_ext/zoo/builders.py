@@ -20,16 +20,22 @@ def resnet18(batch, image, num_classes):
     return vision.resnet18(num_classes), _images(batch, image), ["input"]
 
 
-def resnet50(batch, image, num_classes):
-    return vision.resnet50(num_classes), _images(batch, image), ["input"]
+def _stage_sizes(text: str) -> list[int]:
+    return [int(n) for n in text.split(",")]
+
+
+def resnet50(batch, image, num_classes, layers):
+    model = vision.ResNet(vision.Bottleneck, _stage_sizes(layers), num_classes)
+    return model, _images(batch, image), ["input"]
 
 
 def mobilenet_v2(batch, image, num_classes):
     return vision.MobileNetV2(num_classes), _images(batch, image), ["input"]
 
 
-def densenet121(batch, image, num_classes):
-    return vision.DenseNet(num_classes=num_classes), _images(batch, image), ["input"]
+def densenet121(batch, image, num_classes, blocks):
+    model = vision.DenseNet(block_config=tuple(_stage_sizes(blocks)), num_classes=num_classes)
+    return model, _images(batch, image), ["input"]
 
 
 def shufflenet_v2(batch, image, num_classes):

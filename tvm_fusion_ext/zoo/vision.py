@@ -100,10 +100,6 @@ def resnet18(num_classes: int = 1000) -> ResNet:
     return ResNet(BasicBlock, [2, 2, 2, 2], num_classes)
 
 
-def resnet50(num_classes: int = 1000) -> ResNet:
-    return ResNet(Bottleneck, [3, 4, 6, 3], num_classes)
-
-
 # --------------------------------------------------------------------------------------------
 # MobileNetV2 (torchvision.models.mobilenetv2, width_mult=1.0)
 # --------------------------------------------------------------------------------------------
