@@ -274,14 +274,23 @@ def parse_fusions(text: str | list[str]) -> list[str]:
 
 
 def parse_target(text: str | dict | tvm.target.Target) -> tvm.target.Target:
-    """A target string (``llvm``, a tag) or its JSON dict form, as a ``Target``."""
+    """A target string (``llvm``, a tag) or its JSON dict form, as a ``Target``.
+
+    A bare ``llvm`` (no ``mcpu``) means this machine: it gets the host CPU's ``mcpu``,
+    so TVM's rows use the same vector instructions as the PyTorch and ONNX Runtime rows (TVM's own
+    default is generic x86-64, i.e. SSE2 only).
+    """
     if isinstance(text, tvm.target.Target):
         return text
     try:
         spec = json.loads(text) if isinstance(text, str) and text.lstrip().startswith("{") else text
-        return tvm.target.Target(spec)
+        target = tvm.target.Target(spec)
     except Exception as err:  # noqa: BLE001 - Target raises ValueError or TVM FFI errors
         raise ValueError(f"bad target {text!r}: {_first_line(err)}") from None
+    if target.kind.name == "llvm" and "mcpu" not in target.attrs:
+        host_cpu = tvm.target.codegen.llvm_get_system_cpu()
+        target = tvm.target.Target({**target.export(), "mcpu": host_cpu})
+    return target
 
 
 def compare(workload: Workload, fusions: list[str], target="llvm", policy: str = "untuned",
