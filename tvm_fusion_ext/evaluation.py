@@ -37,6 +37,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from .ms_builder import in_process_builder
 from .pipelines import POLICIES, fusion_names, fusion_pipeline, get_strategy
 from .testing import verify
 
@@ -443,30 +444,7 @@ def tune_strategy(mod: tvm.IRModule, name: str, target: tvm.target.Target, trial
     return ms.relax_integration.tune_relax(
         fused, params={}, target=target, work_dir=work_dir,
         max_trials_global=trials_per_task * max(len(tasks), 1), max_trials_per_task=trials_per_task,
-        num_trials_per_iter=min(trials_per_task, 16), builder=_in_process_builder(),
+        num_trials_per_iter=min(trials_per_task, 16), builder=in_process_builder(),
         runner=ms.runner.LocalRunner(timeout_sec=60, evaluator_config=ms.runner.EvaluatorConfig(number=3)),
         cost_model=ms.cost_model.XGBModel(adaptive_training=False, num_warmup_samples=0),
         seed=0)
-
-
-def _in_process_builder():
-    from tvm.ir.utils import derived_object
-    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
-
-    @derived_object
-    class InProcessBuilder(PyBuilder):
-        """Builds candidates in this process (NOTES section 6.1)."""
-
-        def build(self, build_inputs):
-            results = []
-            for build_input in build_inputs:
-                try:
-                    executable = tvm.compile(build_input.mod, target=build_input.target)
-                    path = os.path.join(tempfile.mkdtemp(prefix="tvm_fusion_ms_"), "candidate.tar")
-                    executable.export_library(path)
-                    results.append(BuilderResult(path, None))
-                except Exception as err:  # noqa: BLE001 - a failed candidate must not stop tuning
-                    results.append(BuilderResult(None, str(err)))
-            return results
-
-    return InProcessBuilder()

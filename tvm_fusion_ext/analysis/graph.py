@@ -248,7 +248,8 @@ def tensor_bytes(ty) -> int:
     return elems * tvm.runtime.DataType(str(ty.dtype)).bits // 8
 
 
-def _static_shape(ty) -> tuple[int, ...] | None:
+def static_shape(ty) -> tuple[int, ...] | None:
+    """The shape of a tensor type as ints, or None when it is not a tensor or not static."""
     if not isinstance(ty, relax.TensorType) or ty.shape is None:
         return None
     try:
@@ -335,7 +336,7 @@ def _block_graph(mod, func_name, block_index, block, used_later, packed_params) 
 def _make_node(mod: tvm.IRModule, index: int, binding, packed_params: set) -> OpNode:
     var = binding.var
     tensors = _tensor_types(var.ty)
-    shapes = tuple(s for s in (_static_shape(t) for t in tensors) if s is not None)
+    shapes = tuple(s for s in (static_shape(t) for t in tensors) if s is not None)
     dtypes = tuple(str(t.dtype) for t in tensors)
     common = {"index": index, "name": var.name, "shapes": shapes, "dtypes": dtypes,
               "out_bytes": tensor_bytes(var.ty)}

@@ -25,6 +25,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from ..analysis.graph import static_shape
 from ..registration import register_pass
 
 # Search limits, in one place (Inductor style).
@@ -52,16 +53,6 @@ class _Match:
     extent: int
 
 
-def _static_shape(expr) -> tuple[int, ...] | None:
-    ty = expr.ty
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        return None
-    try:
-        return tuple(int(d) for d in ty.shape.values)
-    except TypeError:
-        return None
-
-
 def _without(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
     axis = axis % len(shape)
     return shape[:axis] + shape[axis + 1:]
@@ -80,13 +71,13 @@ def match(binding) -> list[_Match]:
     value = binding.value
     if not isinstance(binding, relax.VarBinding) or not isinstance(value, relax.Call):
         return []
-    out_shape = _static_shape(binding.var)
+    out_shape = static_shape(binding.var.ty)
     if out_shape is None:
         return []
     dtype = str(binding.var.ty.dtype)
     if value.op.same_as(_MATMUL):
         a, b = value.args
-        a_shape, b_shape = _static_shape(a), _static_shape(b)
+        a_shape, b_shape = static_shape(a.ty), static_shape(b.ty)
         if a_shape is None or b_shape is None:
             return []
         out_dtype = str(value.attrs.out_dtype)
@@ -101,7 +92,7 @@ def match(binding) -> list[_Match]:
     if value.op.same_as(_CONV2D):
         x, w = value.args
         attrs = value.attrs
-        w_shape = _static_shape(w)
+        w_shape = static_shape(w.ty)
         if (w_shape is None or int(attrs.groups) != 1 or str(attrs.data_layout) != "NCHW"
                 or str(attrs.kernel_layout) != "OIHW" or str(attrs.out_layout) != "NCHW"):
             return []

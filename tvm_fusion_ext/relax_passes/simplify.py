@@ -37,6 +37,7 @@ import tvm_ffi
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from ..analysis.graph import static_shape
 from ..registration import register_pass
 
 MAX_ITERATIONS = 16  # fixed-point bound; real modules settle in 2-3 rounds
@@ -86,16 +87,6 @@ def _same_type(a, b) -> bool:
     if ta.shape is None or tb.shape is None or str(ta.dtype) != str(tb.dtype):
         return False
     return tvm_ffi.structural_equal(ta.shape, tb.shape)
-
-
-def _static_shape(expr) -> tuple[int, ...] | None:
-    ty = expr.ty
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        return None
-    try:
-        return tuple(int(d) for d in ty.shape.values)
-    except TypeError:
-        return None
 
 
 @mutator
@@ -226,7 +217,7 @@ class _AlgebraicSimplifier(PyExprMutator):
                 if not _is(branch, first.op):
                     return None
                 piece, other = branch.args[side], branch.args[1 - side]
-                other_shape, field_shape = _static_shape(other), _static_shape(field)
+                other_shape, field_shape = static_shape(other.ty), static_shape(field.ty)
                 if other_shape is None or field_shape is None or len(other_shape) != len(field_shape) \
                         or other_shape[axis] != field_shape[axis] or not _same_type(piece, field):
                     break
@@ -236,7 +227,7 @@ class _AlgebraicSimplifier(PyExprMutator):
                 source = self._tiled_source(pieces, axis)
                 if source is None or not _same_type(source, call):
                     continue
-                if len({_without_axis(_static_shape(o), axis) for o in others}) != 1:
+                if len({_without_axis(static_shape(o.ty), axis) for o in others}) != 1:
                     continue
                 merged = self.builder_.emit(relax.op.concat(others, axis=axis))
                 args = (source, merged) if side == 0 else (merged, source)
@@ -252,7 +243,7 @@ class _AlgebraicSimplifier(PyExprMutator):
                 return None  # strided (step) slices never tile an axis
             axes = _ints(piece.args[1])
             src = piece.args[0]
-            src_shape = _static_shape(src)
+            src_shape = static_shape(src.ty)
             if src_shape is None or len(axes) != 1 or axes[0] % len(src_shape) != axis % len(src_shape):
                 return None
             if source is None:
@@ -263,7 +254,7 @@ class _AlgebraicSimplifier(PyExprMutator):
             if begin != expected_begin:
                 return None
             expected_begin = min(end, src_shape[axes[0]])
-        if source is None or expected_begin != _static_shape(source)[axis]:
+        if source is None or expected_begin != static_shape(source.ty)[axis]:
             return None
         return source
 

@@ -41,6 +41,8 @@ import numpy as np
 import tvm
 from tvm import relax, tirx
 
+from ..ms_builder import in_process_builder
+
 _LOG = logging.getLogger(__name__)
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
 _IDS = itertools.count()
@@ -257,7 +259,7 @@ class DynamicRunner:
                         return
                     func = self.kernels[name]
                     ms.tune_tir(func, self.tuning_target, os.path.join(work_dir, name), trials_per_round,
-                                num_trials_per_iter=trials_per_round, builder=_in_process_builder(),
+                                num_trials_per_iter=trials_per_round, builder=in_process_builder("candidate.so"),
                                 runner=_in_process_runner(), database=databases[name],
                                 cost_model=ms.cost_model.XGBModel(adaptive_training=False,
                                                                   num_warmup_samples=0),
@@ -293,29 +295,6 @@ def _with_num_cores(target: tvm.target.Target) -> tvm.target.Target:
     config = dict(target.export())
     config["num-cores"] = spec_for_target(target).num_cores
     return tvm.target.Target(config)
-
-
-def _in_process_builder():
-    from tvm.ir.utils import derived_object
-    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
-
-    @derived_object
-    class InProcessBuilder(PyBuilder):
-        """Builds candidates in this process (NOTES section 6.1: popen builders time out)."""
-
-        def build(self, build_inputs):
-            results = []
-            for build_input in build_inputs:
-                try:
-                    executable = tvm.compile(build_input.mod, target=build_input.target)
-                    path = os.path.join(tempfile.mkdtemp(prefix="tvm_fusion_dyn_"), "candidate.so")
-                    executable.export_library(path)
-                    results.append(BuilderResult(path, None))
-                except Exception as err:  # noqa: BLE001 - a failed candidate must not stop tuning
-                    results.append(BuilderResult(None, str(err)))
-            return results
-
-    return InProcessBuilder()
 
 
 def _in_process_runner():

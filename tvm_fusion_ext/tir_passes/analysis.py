@@ -255,3 +255,12 @@ def lowered_allocations(func: tirx.PrimFunc) -> dict[str, tuple[list[int], str]]
     tvm_ffi.structural_walk(lowered.body, [(s_tir.SBlock, blocks.append)])
     return {buf.name: ([int(d) for d in buf.shape], buf.scope())
             for block in blocks for buf in block.alloc_buffers}
+
+
+def try_primitive(primitive, *args, **kwargs) -> bool:
+    """Apply one schedule primitive; a ScheduleError leaves the schedule as it was."""
+    try:
+        primitive(*args, **kwargs)
+        return True
+    except s_tir.ScheduleError:
+        return False

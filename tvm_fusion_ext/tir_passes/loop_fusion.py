@@ -34,7 +34,16 @@ from tvm import s_tir, tirx
 from tvm.s_tir import dlight as dl
 
 from ..hardware import HardwareSpec, spec_for_target
-from .analysis import REDUCE, BlockInfo, analyze_blocks, choose_tile, pick_anchor, uses_any, vector_factor
+from .analysis import (
+    REDUCE,
+    BlockInfo,
+    analyze_blocks,
+    choose_tile,
+    pick_anchor,
+    try_primitive,
+    uses_any,
+    vector_factor,
+)
 
 # Vector registers kept free for operands when sizing the register tile of a contraction.
 _OPERAND_REGISTERS = 4
@@ -72,9 +81,9 @@ class AnchorLoopFusion(dl.ScheduleRule):
 
         producer_attach = inner_attach if not anchor.is_reduction else tile_loop
         for name in reversed(names[: names.index(anchor_name)]):
-            _try(sch.compute_at, sch.get_sblock(name), producer_attach, preserve_unit_loops=True)
+            try_primitive(sch.compute_at, sch.get_sblock(name), producer_attach, preserve_unit_loops=True)
         for name in names[names.index(anchor_name) + 1:]:
-            _try(sch.reverse_compute_at, sch.get_sblock(name), inner_attach, preserve_unit_loops=True)
+            try_primitive(sch.reverse_compute_at, sch.get_sblock(name), inner_attach, preserve_unit_loops=True)
 
         if spec.num_cores > 1 and _extent(sch, tile_loop) > 1:
             sch.parallel(tile_loop)
@@ -112,7 +121,7 @@ def _inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: 
         before_anchor = names.index(info.name) < anchor_at
         if before_anchor and (info.is_padding or (len(sch.get_consumers(rv)) != 1 and not info.is_copy)):
             continue
-        _try(sch.compute_inline, rv)
+        try_primitive(sch.compute_inline, rv)
 
 
 def _plan_tiles(anchor: BlockInfo, producers: list[BlockInfo], spec: HardwareSpec,
@@ -256,7 +265,7 @@ def _localize_intermediates(sch: s_tir.Schedule, tile_loop) -> None:
             continue
         users = [rv, *sch.get_consumers(rv)]
         if all(_inside(sch, user, tile_loop) for user in users):
-            _try(sch.set_scope, rv, 0, "local")
+            try_primitive(sch.set_scope, rv, 0, "local")
 
 
 def _inside(sch: s_tir.Schedule, rv, loop) -> bool:
@@ -277,12 +286,3 @@ def _realize_of(sch: s_tir.Schedule, name: str):
 def _extent(sch: s_tir.Schedule, loop) -> int:
     extent = sch.get(loop).extent
     return int(extent) if isinstance(extent, tirx.IntImm) else 0
-
-
-def _try(primitive, *args, **kwargs) -> bool:
-    """Apply one schedule primitive; a ScheduleError leaves the schedule as it was."""
-    try:
-        primitive(*args, **kwargs)
-        return True
-    except s_tir.ScheduleError:
-        return False

@@ -13,8 +13,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir import dlight as dl
 
 from ..hardware import HardwareSpec, spec_for_target
-from .analysis import REDUCE, analyze_blocks, vector_factor
-from .loop_fusion import _try
+from .analysis import REDUCE, analyze_blocks, try_primitive, vector_factor
 
 
 class PlainSchedule(dl.ScheduleRule):
@@ -39,7 +38,7 @@ class PlainSchedule(dl.ScheduleRule):
             if info.loop_iters[last].iter_type != REDUCE and width is not None:
                 *loops, lane = [*loops[:-1], *sch.split(loops[-1], [info.extents[last] // width, width])]
                 extents = [*info.extents[:-1], info.extents[last] // width]
-                _try(sch.vectorize, lane)
+                try_primitive(sch.vectorize, lane)
             else:
                 extents = list(info.extents)
             leading = []
@@ -51,5 +50,5 @@ class PlainSchedule(dl.ScheduleRule):
                 work *= extent
             if spec.num_cores > 1 and work > 1 and leading:
                 outer = sch.fuse(*leading) if len(leading) > 1 else leading[0]
-                _try(sch.parallel, outer)
+                try_primitive(sch.parallel, outer)
         return sch
