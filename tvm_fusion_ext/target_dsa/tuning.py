@@ -77,7 +77,7 @@ MAX_SPACE_K_CHUNKS = 4
 _LOG = logging.getLogger(__name__)
 # Per workload (structural hash), the largest per-kernel budget a run completed.
 DONE_FILE = "dsa_tuned.json"
-# MetaSchedule records a failed build/run with this many seconds.
+# Run times at or above this are failed runs (MetaSchedule commits those as 1e10 s).
 _FAILED_SECS = 1e9
 
 
