@@ -11,7 +11,7 @@ Both are idempotent: importing (or reloading) the package twice never raises.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import tvm
 from tvm import relax
