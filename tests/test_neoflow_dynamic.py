@@ -11,7 +11,7 @@ from tvm.script import relax as R
 from tvm_fusion_ext.pipelines import fusion_pipeline
 from tvm_fusion_ext.runtime.dynamic import CacheEntry, DynamicRunner, FunctionCache
 
-DEADLINE_S = 400  # generous: MetaSchedule start-up alone is 20+ s on a quiet 2-core machine
+DEADLINE_S = 600  # generous: MetaSchedule start-up alone is 20+ s on a quiet 2-core machine
 
 
 @I.ir_module
@@ -43,7 +43,7 @@ def test_kernel_swapped_while_running():
     expected = np.maximum(x @ w, 0)
     args = [tvm.runtime.tensor(x), tvm.runtime.tensor(w)]
 
-    runner.start_tuning(trials_per_round=4, rounds=1)
+    runner.start_tuning(trials_per_round=8, rounds=2)  # two rounds: robust to one unlucky sample
     versions = []
     start = time.monotonic()
     while time.monotonic() - start < DEADLINE_S:
@@ -57,5 +57,6 @@ def test_kernel_swapped_while_running():
     assert runner.tuning_error is None
     assert versions[0] == 0 and versions[-1] >= 1, "no tuned kernel was swapped in"
     assert versions.index(versions[-1]) > 0  # the swap happened while the loop was running
-    (event,) = runner.cache.events
-    assert event.kernel == kernel and event.new_latency < event.old_latency
+    assert runner.cache.events  # one swap per round that found a faster version
+    for event in runner.cache.events:
+        assert event.kernel == kernel and event.new_latency < event.old_latency
