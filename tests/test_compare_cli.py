@@ -112,3 +112,17 @@ def test_console_script_exits_nonzero_without_traceback():
                             capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "Traceback" not in result.stderr
+
+
+def test_dsa_target_rows_carry_the_simulated_profile(tmp_path):
+    pytest.importorskip("torch")
+    report = _compare(tmp_path, "--model", "apollo_fig3", "--model-arg", "batch=4", "--model-arg",
+                      "features=32", "--fusion", "none,stock", "--target", "dsa/stcp920")
+    none, stock = report["rows"]
+    for row in (none, stock):
+        profile = row["dsa"]
+        assert set(profile) == {"kernels", "ddr_bytes", "gb_bytes", "lb_bytes", "buffers", "cycles",
+                                "time_ms", "unit_busy"}
+        assert row["latency_ms"] == profile["time_ms"] > 0 and row["max_abs_err"] < 1e-4
+        assert profile["kernels"] == row["kernels"]
+    assert stock["dsa"]["ddr_bytes"] < none["dsa"]["ddr_bytes"]  # fusion removes DDR round trips

@@ -221,6 +221,14 @@ class Row:
     latency_ms: float
     max_abs_err: float
     speedup_vs_stock: float | None = None
+    # On a DSA target: the simulator's profile (target_dsa.profile); latency_ms is its time_ms.
+    dsa: dict | None = None
+
+    def to_json(self) -> dict:
+        row = asdict(self)
+        if row["dsa"] is None:
+            del row["dsa"]
+        return row
 
 
 @dataclass
@@ -232,7 +240,7 @@ class Report:
 
     def to_json(self) -> dict:
         return {"model": self.model, "policy": self.policy, "machine": self.machine,
-                "rows": [asdict(row) for row in self.rows]}
+                "rows": [row.to_json() for row in self.rows]}
 
     def write_json(self, path: str) -> None:
         with open(path, "w") as out:
@@ -320,7 +328,8 @@ def compare(workload: Workload, fusions: list[str], target="llvm", policy: str =
     rows = []
     for name in tqdm(fusions, desc="time", unit="row", disable=disable, leave=False):
         fn, row = runners[name]
-        row.latency_ms = measure_latency_ms(fn, warmup=warmup, min_runs=min_runs)
+        row.latency_ms = (row.dsa["time_ms"] if row.dsa is not None
+                          else measure_latency_ms(fn, warmup=warmup, min_runs=min_runs))
         rows.append(row)
     stock = next((row.latency_ms for row in rows if row.fusion == "stock"), None)
     for row in rows:
@@ -347,8 +356,12 @@ def _tvm_row(workload: Workload, name: str, target: tvm.target.Target, policy: s
     vm = relax.VirtualMachine(executable, tvm.cpu())
     args = [tvm.runtime.tensor(x) for x in workload.inputs]
     main = vm["main"]
-    return (lambda: main(*args)), Row(name, traffic.kernels, traffic.boundary_bytes, compile_s,
-                                      math.nan, error)
+    row = Row(name, traffic.kernels, traffic.boundary_bytes, compile_s, math.nan, error)
+    if "dsa" in target.keys:  # simulated, not timed on the host
+        from .target_dsa import profile
+
+        row.dsa = profile(executable, workload.inputs, target)
+    return (lambda: main(*args)), row
 
 
 @tvm.ir.instrument.pass_instrument
