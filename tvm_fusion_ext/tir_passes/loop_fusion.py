@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import math
 
-import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
-from tvm.s_tir import dlight as dl
 
-from ..hardware import HardwareSpec, spec_for_target
+from ..hardware import HardwareSpec
 from .analysis import (
     REDUCE,
     BlockInfo,
@@ -44,25 +42,16 @@ from .analysis import (
     uses_any,
     vector_factor,
 )
+from .rule_base import SpecScheduleRule
 
 # Vector registers kept free for operands when sizing the register tile of a contraction.
 _OPERAND_REGISTERS = 4
 
 
-class AnchorLoopFusion(dl.ScheduleRule):
+class AnchorLoopFusion(SpecScheduleRule):
     """GraphTurbo section 4.1 loop fusion around an anchor block (see the module docstring)."""
 
-    def __init__(self, spec: HardwareSpec | None = None):
-        self.spec = spec
-
-    def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, tunable: bool):
-        if not isinstance(func, tirx.PrimFunc):
-            return None
-        spec = self.spec or spec_for_target(target)
-        sch = s_tir.Schedule(func)
-        analyzed = analyze_blocks(sch)
-        if not analyzed:
-            return None
+    def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
         infos = [info for _, info in analyzed]
         anchor_name = infos[pick_anchor(infos)].name
         _inline_injective(sch, infos, anchor_name)

@@ -8,28 +8,17 @@ fusion, but not naive" baseline a fused kernel falls back to.
 
 from __future__ import annotations
 
-import tvm
-from tvm import s_tir, tirx
-from tvm.s_tir import dlight as dl
+from tvm import s_tir
 
-from ..hardware import HardwareSpec, spec_for_target
-from .analysis import REDUCE, analyze_blocks, try_primitive, vector_factor
+from ..hardware import HardwareSpec
+from .analysis import REDUCE, try_primitive, vector_factor
+from .rule_base import SpecScheduleRule
 
 
-class PlainSchedule(dl.ScheduleRule):
+class PlainSchedule(SpecScheduleRule):
     """Parallel outer spatial loops, vectorised inner spatial loop, per block."""
 
-    def __init__(self, spec: HardwareSpec | None = None):
-        self.spec = spec
-
-    def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, tunable: bool):
-        if not isinstance(func, tirx.PrimFunc):
-            return None
-        spec = self.spec or spec_for_target(target)
-        sch = s_tir.Schedule(func)
-        analyzed = analyze_blocks(sch)
-        if not analyzed:
-            return None
+    def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
         for rv, info in analyzed:
             loops = sch.get_loops(rv)
             lanes = spec.vector_lanes(str(info.block.writes[0].source.dtype))

@@ -1,0 +1,35 @@
+"""The common shape of the package's dlight-style TIR schedule rules."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.s_tir import dlight as dl
+
+from ..hardware import HardwareSpec, spec_for_target
+from .analysis import analyze_blocks
+
+
+class SpecScheduleRule(dl.ScheduleRule):
+    """A rule configured by a hardware spec (the target's own unless one is given).
+
+    ``apply`` declines (returns None) for anything that is not a PrimFunc with analysable blocks;
+    otherwise it hands the schedule, the analysed blocks and the spec to :meth:`schedule`, which
+    returns the schedule or None to decline.
+    """
+
+    def __init__(self, spec: HardwareSpec | None = None):
+        self.spec = spec
+
+    def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, tunable: bool):
+        if not isinstance(func, tirx.PrimFunc):
+            return None
+        sch = s_tir.Schedule(func)
+        analyzed = analyze_blocks(sch)
+        if not analyzed:
+            return None
+        return self.schedule(sch, analyzed, self.spec or spec_for_target(target))
+
+    def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
+        """Schedule the analysed blocks for ``spec``; every concrete rule overrides this."""
+        raise NotImplementedError(f"{type(self).__name__} must implement schedule()")
