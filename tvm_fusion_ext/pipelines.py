@@ -22,9 +22,13 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
+from .instrument import run_checked
 from .registration import register_relax_pipeline
 
 POLICIES = ("unscheduled", "untuned", "tuned")
+# The phases of every pipeline, in order; each runs as a Sequential named PHASE_PREFIX + phase.
+PHASES = ("preprocess", "fusion", "fuse_tir", "schedule", "lowering")
+PHASE_PREFIX = "tvm_fusion_ext.phase."
 DEFAULT_POLICY = "untuned"
 
 FusionPasses = Callable[[tvm.target.Target], list]
@@ -126,8 +130,9 @@ def fusion_pipeline(name: str, target: tvm.target.Target | None = None) -> tvm.t
     extra = strategy.extra_preprocess(target) if strategy.extra_preprocess else []
     high = strategy.high_level_preprocess(target) if strategy.high_level_preprocess else []
     return tvm.transform.Sequential(
-        [*preprocess_passes(high), *extra, *strategy.fusion_passes(target), relax.transform.FuseTIR(),
-         relax.transform.DeadCodeElimination()],
+        [_phase("preprocess", [*preprocess_passes(high), *extra]),
+         _phase("fusion", strategy.fusion_passes(target)),
+         _phase("fuse_tir", [relax.transform.FuseTIR(), relax.transform.DeadCodeElimination()])],
         name=f"tvm_fusion_ext.fusion.{name}",
     )
 
@@ -144,12 +149,19 @@ def pipeline(name: str, target: tvm.target.Target | str | None = None,
         # pipeline up before entering ``with target`` and runs it inside.
         target = _resolve_target(given)
         with target:
-            return tvm.transform.Sequential(
-                [fusion_pipeline(name, target), *schedule_passes(target, policy),
-                 *lowering_passes(target)]
-            )(mod)
+            passes = tvm.transform.Sequential(
+                [fusion_pipeline(name, target), _phase("schedule", schedule_passes(target, policy)),
+                 _phase("lowering", lowering_passes(target))]
+            )
+            # Invariants after every pass when TVM_FUSION_EXT_CHECK=1 (tvm_fusion_ext.instrument).
+            return run_checked(passes, mod)
 
     return _pipeline
+
+
+def _phase(phase: str, passes: list) -> tvm.transform.Pass:
+    """One of :data:`PHASES` as a named ``Sequential`` (instruments such as ``--dump-ir`` see its end)."""
+    return tvm.transform.Sequential(passes, name=PHASE_PREFIX + phase)
 
 
 def _resolve_target(target) -> tvm.target.Target:
