@@ -122,8 +122,8 @@ def test_layers_reduce_kernels():
     assert _kernels(LayerNormChain, "apollo-no-stitch") > _kernels(LayerNormChain, "apollo-no-parallel")
     assert _kernels(LayerNormChain, "apollo-no-parallel") == 1
     assert _kernels(SoftmaxChain, "apollo-no-parallel") == 1
-    # bias + residual + layer norm: the matmul keeps its own kernel (no Table 1 rule takes a
-    # broadcast bias into a matmul), the rest becomes one row-stitched kernel
+    # bias + residual + layer norm: rule 5 (broadcast -> reduction) outranks the matmul epilogue,
+    # so the bias and residual adds join the layer norm, one row-stitched kernel after the matmul
     assert _kernels(BiasResidualLayerNorm, "apollo-no-parallel") == 2
     # multi-head: three small branches after a transpose, and an independent relu: Layer III
     # stitches the branches side by side into one kernel

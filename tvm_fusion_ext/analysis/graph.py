@@ -225,6 +225,7 @@ _PATTERN_OF_TYPE = {
     PrimitiveType.MATMUL: OpPattern.OUT_EWISE_FUSABLE,
     PrimitiveType.CONV: OpPattern.OUT_EWISE_FUSABLE,
     PrimitiveType.OPAQUE: OpPattern.OPAQUE,
+    PrimitiveType.RESHAPE: OpPattern.INJECTIVE,
 }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ...analysis.graph import DataflowGraph, NodeKind
+from ...analysis.graph import DataflowGraph, NodeKind, OpNode, OpPattern
 from ...analysis.primitive_types import PrimitiveType
 
 
@@ -24,6 +24,21 @@ def is_eligible(graph: DataflowGraph, node: int) -> bool:
     Library calls (``call_dps_packed``, collectives), control flow and Relax-level bindings are not.
     """
     return graph.nodes[node].kind is NodeKind.CALL_TIR
+
+
+def apollo_type(node: OpNode) -> PrimitiveType:
+    """The type a node's micro-graph starts with (Algorithm 1, line 2: ``G.type = op.type``).
+
+    The node's primitive type, except that an opaque op doing pure data movement (no arithmetic,
+    TVM op pattern at most injective: reshape, squeeze, slicing, concatenation, gathers, padding)
+    is a *reshaping op* (section 3.3), :attr:`PrimitiveType.RESHAPE`, which has rules of its own
+    in :data:`~.rules.TABLE_1`. Hand-built graphs give ``"reshape"`` directly.
+    """
+    ptype = node.ptype
+    if (ptype is PrimitiveType.OPAQUE and node.kind is NodeKind.CALL_TIR and node.flops == 0
+            and node.pattern <= OpPattern.INJECTIVE):
+        return PrimitiveType.RESHAPE
+    return ptype
 
 
 def extract_subgraphs(graph: DataflowGraph) -> list[list[int]]:
@@ -63,7 +78,7 @@ def composition_pattern(graph: DataflowGraph, nodes: Iterable[int]) -> str:
     """
     members = sorted(nodes)
     pos = {m: i for i, m in enumerate(members)}
-    ops = ";".join(f"{graph.nodes[m].ptype.value}:{op_name(graph, m)}" for m in members)
+    ops = ";".join(f"{apollo_type(graph.nodes[m]).value}:{op_name(graph, m)}" for m in members)
     edges = ",".join(f"{pos[p]}>{pos[m]}" for m in members for p in graph.nodes[m].inputs if p in pos)
     return f"{ops}|{edges}"
 
@@ -81,7 +96,7 @@ class MicroGraphs:
         self.forbidden = frozenset(forbidden)
         self._parent = list(range(len(graph)))
         self.members: dict[int, set[int]] = {n.index: {n.index} for n in graph.nodes}
-        self.types: dict[int, PrimitiveType] = {n.index: n.ptype for n in graph.nodes}
+        self.types: dict[int, PrimitiveType] = {n.index: apollo_type(n) for n in graph.nodes}
         self.eligible = {n.index for n in graph.nodes if is_eligible(graph, n.index)}
         self.merges: list[tuple] = []  # (rule name, members of Gp, members of Gc[, ...]) per merge
 

@@ -2,10 +2,28 @@
 
 A rule is one row ``(producer type, consumer type) -> result type``. Rules are grouped into
 priority levels; Algorithm 1 applies the levels of :data:`TABLE_1` in order (line 4:
-``{1, 2, 3, 4, 5, 6-transpose, {6-matmul}, {6-conv}}``; the two rows of 6-matmul share one level, as
-do the two rows of 6-conv) and Algorithm 2 the levels of :data:`TABLE_2` (rules 7, 8). Removing a
+``{1, 2, 3, 4, 5, 6-transpose, {6-matmul}, {6-conv}}``; the rows of 6-matmul share one level, as
+do the rows of 6-conv) and Algorithm 2 the levels of :data:`TABLE_2` (rules 7, 8). Removing a
 row (or adding one) changes which micro-graphs merge and nothing else, which is how the paper's
 rule set is updated from the downstream feedback (section 3.3: the reshape rule was removed).
+
+:data:`TABLE_1` is the paper's table updated for this downstream compiler (TVM's ``FuseTIR`` and
+the default TIR schedule rather than AKG's polyhedral scheduler), as section 3.3 prescribes:
+
+* ``reshape`` (first level): the reshaping-op rule the paper removed because AKG could not schedule
+  it, restored for TVM, where a reshaping op (:attr:`PrimitiveType.RESHAPE`: pure data movement)
+  is inlined into the nest that consumes it (``compute_inline``) and never constrains loop
+  fusion. A reshaping op joins its producer or an element-wise / broadcast / transpose consumer
+  and takes that micro-graph's type, so the other rules see through it. It comes first so that
+  reshapes between two ops are absorbed before rules 1-5 look at the pair;
+* ``6-matmul-epilogue`` / ``6-conv-epilogue`` (in the 6-matmul / 6-conv levels): a matmul or
+  conv also takes broadcast followers (bias adds, inference batch norm), reshaping followers and,
+  for a matmul, transposes (the head split / merge of attention): the epilogue the default
+  schedule computes inside the contraction's output tile. Table 1 only lists element-wise
+  followers, which leaves every bias add of a matmul / conv in a kernel of its own.
+
+Nothing aggregates two contractions, or a contraction with a reduction: the default schedule
+tiles one anchor per kernel.
 """
 
 from __future__ import annotations
@@ -21,6 +39,7 @@ RED = PrimitiveType.REDUCTION
 TRANSPOSE = PrimitiveType.TRANSPOSE
 MATMUL = PrimitiveType.MATMUL
 CONV = PrimitiveType.CONV
+RESHAPE = PrimitiveType.RESHAPE
 
 
 @dataclass(frozen=True)
@@ -44,16 +63,29 @@ def _rows(name: str, producers: Iterable[PrimitiveType], consumers: Iterable[Pri
     return tuple(Rule(name, p, c, result) for p in producers for c in consumers)
 
 
-# Table 1, in Algorithm 1's priority order (line 4).
+def _transparent(name: str, types: Iterable[PrimitiveType], follower_of: Iterable[PrimitiveType]
+                 ) -> tuple[Rule, ...]:
+    """Reshaping ops take the type of the micro-graph they join: ``(T, reshape) -> T`` for every
+    producer type ``T`` in ``types``, ``(reshape, T) -> T`` for every consumer type in
+    ``follower_of``, and ``(reshape, reshape) -> reshape``."""
+    return ((Rule(name, RESHAPE, RESHAPE, RESHAPE),)
+            + tuple(Rule(name, t, RESHAPE, t) for t in types)
+            + tuple(Rule(name, RESHAPE, t, t) for t in follower_of))
+
+
+# Table 1 for TVM (see the module docstring), in Algorithm 1's priority order (line 4).
 TABLE_1: tuple[RuleLevel, ...] = (
+    _transparent("reshape", [EW, BC, TRANSPOSE], [EW, BC, TRANSPOSE]),
     _rows("1", [EW], [EW], EW),
     _rows("2", [BC], [EW], BC),
     _rows("3", [BC], [BC], BC),
     _rows("4", [EW], [RED], RED),
     _rows("5", [BC], [RED], RED),
     _rows("6-transpose", [EW, BC], [TRANSPOSE], TRANSPOSE),
-    _rows("6-matmul", [MATMUL], [EW], MATMUL) + _rows("6-matmul", [EW], [MATMUL], MATMUL),
-    _rows("6-conv", [CONV], [EW], CONV) + _rows("6-conv", [EW], [CONV], CONV),
+    _rows("6-matmul", [MATMUL], [EW], MATMUL) + _rows("6-matmul", [EW], [MATMUL], MATMUL)
+    + _rows("6-matmul-epilogue", [MATMUL], [BC, RESHAPE, TRANSPOSE], MATMUL),
+    _rows("6-conv", [CONV], [EW], CONV) + _rows("6-conv", [EW], [CONV], CONV)
+    + _rows("6-conv-epilogue", [CONV], [BC, RESHAPE], CONV),
 )
 
 # Table 2 (memory stitching), in Algorithm 2's order (line 1). Rule 8 additionally requires equal
