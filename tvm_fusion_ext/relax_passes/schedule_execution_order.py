@@ -52,6 +52,7 @@ class ScheduleExecutionOrder:
                     blocks[index] = relax.DataflowBlock([graph.bindings[i] for i in choice.order])
                     changed = True
             if changed:
-                body = relax.SeqExpr(blocks, func.body.body)
+                # Normalised, so that the new SeqExpr carries its type (well-formedness needs it).
+                body = relax.BlockBuilder(mod).normalize(relax.SeqExpr(blocks, func.body.body))
                 mod[gvar] = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
         return mod
