@@ -35,6 +35,7 @@ class AnnotateKernelModel:
             if isinstance(func, tirx.PrimFunc):
                 model = kernel_model(func, gvar.name_hint)
                 updates[gvar] = func.with_attr(MODEL_ATTR, json.dumps(model, sort_keys=True))
+        mod = mod.clone() if updates else mod  # never modify the caller's module in place
         for gvar, func in updates.items():
             mod[gvar] = func
         return mod

@@ -239,6 +239,7 @@ class DSASchedule:
                 continue
             self.stats["scheduled"] += 1
             updates[gvar] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
+        mod = mod.clone() if updates else mod  # never modify the caller's module in place
         for gvar, func in updates.items():
             mod[gvar] = func
         return mod

@@ -58,6 +58,7 @@ class DefaultSchedule:
             self.stats[rule_name] += 1
             if scheduled is not None:
                 updates[gvar] = scheduled.with_attr("tirx.is_scheduled", True)
+        mod = mod.clone() if updates else mod  # never modify the caller's module in place
         for gvar, func in updates.items():
             mod[gvar] = func
         return mod
