@@ -28,7 +28,6 @@ import math
 import os
 import platform
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -37,9 +36,9 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .ms_builder import in_process_builder
 from .pipelines import POLICIES, fusion_names, fusion_pipeline, get_strategy
 from .testing import verify
+from .tuning import tune_strategy, tuning_target
 
 REFERENCE_ROWS = ("torch", "onnxruntime")
 
@@ -313,9 +312,9 @@ def compare(workload: Workload, fusions: list[str], target="llvm", policy: str =
     if policy not in POLICIES:
         raise ValueError(f"unknown scheduling policy {policy!r}; known: {', '.join(POLICIES)}")
     threads = configure_threads(threads)
-    if policy == "tuned" and target.kind.name == "llvm" and "num-cores" not in target.attrs:
+    if policy == "tuned":
         # MetaSchedule needs the core count; every TVM row compiles for this same target
-        target = tvm.target.Target({**target.export(), "num-cores": threads})
+        target = tuning_target(target, threads)
     disable = None if progress is None else not progress
     runners: dict[str, tuple[Callable, Row]] = {}
     for name in tqdm(fusions, desc="compile", unit="row", disable=disable, leave=False):
@@ -433,31 +432,3 @@ def _onnxruntime_session(data: bytes, names: list[str], inputs: list[np.ndarray]
     session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
     feeds = dict(zip(names, inputs))
     return lambda: session.run(None, feeds)
-
-
-# ------------------------------------------------------------------------------------------------
-# The "tuned" policy: MetaSchedule over a strategy's own fused kernels
-# ------------------------------------------------------------------------------------------------
-def tune_strategy(mod: tvm.IRModule, name: str, target: tvm.target.Target, trials_per_task: int,
-                  work_dir: str | None = None):
-    """Tune every kernel of ``mod`` fused by strategy ``name``; returns the MetaSchedule database.
-
-    Tasks are extracted from the strategy's fused module (NOTES section 6.2: ``compile_relax`` would
-    re-fuse with the built-in FuseOps), each with ``trials_per_task`` trials, measured through an
-    in-process builder (NOTES section 0: the default builder times out on small machines). With a
-    ``work_dir`` the JSON database there is resumed and extended.
-    """
-    from tvm.s_tir import meta_schedule as ms
-
-    with target:
-        fused = fusion_pipeline(name, target)(mod)
-    tasks = ms.relax_integration.extract_tasks(fused, target)
-    work_dir = work_dir or tempfile.mkdtemp(prefix=f"tvm_fusion_tune_{name}_")
-    os.makedirs(work_dir, exist_ok=True)
-    return ms.relax_integration.tune_relax(
-        fused, params={}, target=target, work_dir=work_dir,
-        max_trials_global=trials_per_task * max(len(tasks), 1), max_trials_per_task=trials_per_task,
-        num_trials_per_iter=min(trials_per_task, 16), builder=in_process_builder(),
-        runner=ms.runner.LocalRunner(timeout_sec=60, evaluator_config=ms.runner.EvaluatorConfig(number=3)),
-        cost_model=ms.cost_model.XGBModel(adaptive_training=False, num_warmup_samples=0),
-        seed=0)

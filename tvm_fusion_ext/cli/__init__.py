@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import compare
+from . import compare, tune
 
-SUBCOMMANDS = (compare,)
+SUBCOMMANDS = (compare, tune)
 
 
 def build_parser() -> argparse.ArgumentParser:

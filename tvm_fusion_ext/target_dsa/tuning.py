@@ -31,15 +31,12 @@ measured again.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
 import os
 import random
-import sys
 import tempfile
-import types
 from dataclasses import dataclass, field, replace
 
 import tvm
@@ -48,11 +45,21 @@ from tvm import s_tir, tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
-from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from tvm.s_tir.meta_schedule.mutator import PyMutator
 from tvm.s_tir.meta_schedule.postproc import PyPostproc
 from tvm.s_tir.meta_schedule.runner import PyRunner, RunnerFuture, RunnerResult
 
+from ..ms_builder import (
+    close_logger,
+    load_done,
+    only_tensor_intrinsics,
+    progress_bar,
+    quiet_meta_schedule,
+    record_counts,
+    save_done,
+    task_logger,
+    trial_progress,
+)
 from .intrinsics import register_matrix_intrin
 from .kernel_model import kernel_model
 from .schedule import (
@@ -320,16 +327,6 @@ class SimRunner(PyRunner):
         return futures
 
 
-@derived_object
-class _Progress(PyMeasureCallback):
-    def __init__(self, bar):
-        self.bar = bar
-
-    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-        if self.bar is not None:
-            self.bar.update(len(runner_results))
-
-
 # ---- tuning driver -----------------------------------------------------------------------
 @dataclass
 class KernelReport:
@@ -382,24 +379,22 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
     spec = spec_of_target(target)
     database = open_database(work_dir, target)
     tasks, declined = tunable_tasks(mod, target)
-    counts = _record_counts(database)
-    done = _load_done(work_dir)
+    counts = record_counts(database)
+    done_path = os.path.join(work_dir, DONE_FILE)
+    done = load_done(done_path)
     report = TuneReport(database, skipped=list(declined))
     remaining = {}
     for task in tasks:
         key = _hash(task.dispatched[0])
         complete = done.get(str(key), 0) >= trials
         remaining[task.task_name] = 0 if complete else max(0, trials - counts.get(key, 0))
-    bar = _bar(sum(remaining.values()), progress)
+    bar = progress_bar(sum(remaining.values()), progress)
     runner = SimRunner()
     builder = SimBuilder()
     cost_model = ms.cost_model.XGBModel(extractor=ms.feature_extractor.PerStoreFeature(),
                                         adaptive_training=False, num_warmup_samples=0,
                                         num_tuning_cores=1)
-    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    if progress and ms_logger.level == logging.NOTSET:
-        # Keep the console for the progress bar; the full logs go to ``work_dir/logs``.
-        ms_logger.setLevel(logging.WARNING)
+    quiet_meta_schedule(progress)
     for index, task in enumerate(tasks):
         workload_mod = task.dispatched[0]
         before = counts.get(_hash(workload_mod), 0)
@@ -414,8 +409,8 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
             if _commit_default(database, workload_mod, target, spec):
                 runner.measured += 1
         if left > 0:
-            logger = _task_logger(work_dir, index, task.task_name)
-            with _dsa_intrinsics_only():
+            logger = task_logger(work_dir, index, task.task_name)
+            with only_tensor_intrinsics(()):  # the DSA space uses its own matrix intrinsic only
                 context = ms.TuneContext(
                     mod=workload_mod, target=target, space_generator=design_space(spec),
                     search_strategy=ms.search_strategy.EvolutionarySearch(
@@ -429,75 +424,19 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
                           num_trials_per_iter=min(num_trials_per_iter, left), builder=builder,
                           runner=runner, database=database, cost_model=cost_model,
                           measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
-                                             _Progress(bar)],
+                                             trial_progress(bar)],
                           task_scheduler="round-robin")
-            for handler in list(logger.handlers):
-                logger.removeHandler(handler)
-                handler.close()
+            close_logger(logger)
         if remaining[task.task_name] > 0:
             # The search may stop short of the budget (a small space is exhausted); the kernel
             # is still done for this budget, so a resumed run does not search it again.
             done[str(_hash(workload_mod))] = max(trials, done.get(str(_hash(workload_mod)), 0))
-            _save_done(work_dir, done)
+            save_done(done_path, done)
         report.measured = runner.measured
         report.kernels.append(_kernel_report(database, task, before, runner.measured - measured_before, spec))
     if bar is not None:
         bar.close()
     return report
-
-
-@contextlib.contextmanager
-def _dsa_intrinsics_only():
-    """Let ``TuneContext`` skip ``import tvm.s_tir.tensor_intrin``.
-
-    That import registers every CUDA/x86/ARM/Hexagon tensor intrinsic by parsing TVMScript and
-    takes ~23 s on an idle 2-core machine (NOTES section 0), minutes under load. The DSA space
-    uses only its own matrix intrinsic (:mod:`.intrinsics`), so while the context is built an
-    empty module stands in for it; it is removed afterwards, so a later import (anywhere in the
-    process) loads the real package. Nothing happens when the package is already imported.
-    """
-    name = "tvm.s_tir.tensor_intrin"
-    if name in sys.modules:
-        yield
-        return
-    sys.modules[name] = types.ModuleType(name)
-    try:
-        yield
-    finally:
-        sys.modules.pop(name, None)
-
-
-def _task_logger(work_dir: str, index: int, name: str) -> logging.Logger:
-    """A logger writing one task's search log to ``work_dir/logs/task_<i>_<name>.log``.
-
-    (``ms.logging.get_loggers_from_work_dir`` re-configures logging globally and fails when
-    called again in a process whose loggers have unnamed handlers, e.g. under pytest.)
-    """
-    log_dir = os.path.join(work_dir, "logs")
-    os.makedirs(log_dir, exist_ok=True)
-    path = os.path.abspath(os.path.join(log_dir, f"task_{index:03d}_{name[:100]}.log"))
-    logger = logging.getLogger(f"{__name__}.task.{abs(hash(path))}")
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
-    handler = logging.FileHandler(path)
-    handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] %(message)s"))
-    logger.addHandler(handler)
-    return logger
-
-
-def _load_done(work_dir: str) -> dict[str, int]:
-    path = os.path.join(work_dir, DONE_FILE)
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        return {str(k): int(v) for k, v in json.load(f).items()}
-
-
-def _save_done(work_dir: str, done: dict[str, int]) -> None:
-    path = os.path.join(work_dir, DONE_FILE)
-    with open(path + ".tmp", "w") as f:
-        json.dump(done, f, indent=1, sort_keys=True)
-    os.replace(path + ".tmp", path)
 
 
 def _commit_default(database, workload_mod: tvm.IRModule, target, spec: DSASpec) -> bool:
@@ -560,14 +499,6 @@ def _trace_choice(trace) -> dict[str, int]:
     return values
 
 
-def _record_counts(database) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for record in database.get_all_tuning_records():
-        key = _hash(record.workload.mod)
-        counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
 def carrier_name(func: tirx.PrimFunc) -> str:
     """The block that carries the sampled decisions: the one writing the kernel's output."""
     params = {p.name for p in func.params}
@@ -589,14 +520,6 @@ def _blocks(func: tirx.PrimFunc) -> list:
 
 def _hash(mod: tvm.IRModule) -> int:
     return tvm_ffi.structural_hash(mod)
-
-
-def _bar(total: int, enabled: bool):
-    if not enabled or total <= 0:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="trial", dynamic_ncols=True)
 
 
 def _divisors(n: int) -> list[int]:
