@@ -1,8 +1,11 @@
 """APOLLO's algorithms on hand-built graphs (apollo-fusion.txt sections 3.3, 4.2, 4.3; Appendix A)."""
 
+import itertools
+
 import pytest
 
-from tvm_fusion_ext.analysis.graph import DataflowGraph
+from tvm_fusion_ext.analysis.graph import DataflowGraph, OpPattern
+from tvm_fusion_ext.analysis.primitive_types import PrimitiveType
 from tvm_fusion_ext.hardware import HardwareSpec
 from tvm_fusion_ext.partitioners.apollo import (
     MAX_BRANCHES,
@@ -18,6 +21,7 @@ from tvm_fusion_ext.partitioners.apollo import (
     stitch_parallel,
     without_rules,
 )
+from tvm_fusion_ext.partitioners.apollo.micro_graphs import apollo_type
 from tvm_fusion_ext.partitioners.apollo.rules import TABLE_2
 from tvm_fusion_ext.tir_passes.reduction_forms import ReductionForm
 
@@ -57,8 +61,8 @@ def test_rules_fire_in_priority_order():
         outputs=["r0", "e2"])
     state = aggregate(MicroGraphs(graph))
     fired = [m[0] for m in state.merges]
-    order = [level[0].name for level in TABLE_1]
-    assert fired == sorted(fired, key=order.index)  # levels in Algorithm 1's line-4 order
+    level_of = {rule.name: i for i, level in enumerate(TABLE_1) for rule in level}
+    assert fired == sorted(fired, key=level_of.get)  # levels in Algorithm 1's line-4 order
     assert fired == ["1", "2", "3", "5", "6-transpose", "6-matmul"]
     assert names(graph, state.partition()) == [
         ["b0", "r0"], ["b1", "b2", "e0", "e1", "t"], ["e2", "m"]]
@@ -82,6 +86,85 @@ def test_removed_rule_stops_its_merges():
     assert names(matmul, aggregate(MicroGraphs(matmul)).partition()) == [["e", "m"]]
     no_mm = without_rules(TABLE_1, "6-matmul")
     assert names(matmul, aggregate(MicroGraphs(matmul), no_mm).partition()) == [["e"], ["m"]]
+
+
+def test_reshaping_ops_take_the_type_of_the_micro_graph_they_join():
+    # a reshape between two element-wise ops: the reshape rule makes {a, r} element-wise, then
+    # rule 1 takes b in; a transpose after a reshape stays a transpose (6-transpose then takes
+    # the broadcast producer)
+    graph = DataflowGraph.from_edges(
+        {"a": "element-wise", "r": "reshape", "b": "element-wise",
+         "c": "broadcast", "r2": "reshape", "t": "transpose"},
+        [("a", "r"), ("r", "b"), ("c", "r2"), ("r2", "t")], outputs=["b", "t"])
+    state = aggregate(MicroGraphs(graph))
+    assert names(graph, state.partition()) == [["a", "b", "r"], ["c", "r2", "t"]]
+    assert [m[0] for m in state.merges] == ["reshape", "reshape", "1", "6-transpose"]
+    state = aggregate(MicroGraphs(graph), without_rules(TABLE_1, "reshape"))
+    assert names(graph, state.partition()) == [["a"], ["b"], ["c"], ["r"], ["r2"], ["t"]]
+
+
+def attention_head_split():
+    """BERT's query projection: matmul, bias add, reshape to heads, transpose, identity copy,
+    reshape for the batched matmul of the scores, which also reads the key path."""
+    return DataflowGraph.from_edges(
+        {"x": "opaque", "q": "matmul", "bias": "broadcast", "r1": "reshape", "t": "transpose",
+         "copy": "element-wise", "r2": "reshape", "k": "opaque", "scores": "matmul",
+         "scale": "element-wise"},
+        [("x", "q"), ("q", "bias"), ("bias", "r1"), ("r1", "t"), ("t", "copy"), ("copy", "r2"),
+         ("r2", "scores"), ("k", "scores"), ("scores", "scale")], outputs=["scale"])
+
+
+def test_matmul_epilogue_takes_bias_reshape_and_transpose():
+    graph = attention_head_split()
+    state = aggregate(MicroGraphs(graph))
+    # one kernel per matmul: the head split is the first matmul's epilogue, never the second's
+    # prologue, and two matmuls never share a micro-graph
+    assert names(graph, state.partition()) == [
+        ["bias", "copy", "q", "r1", "r2", "t"], ["k"], ["scale", "scores"], ["x"]]
+    assert {m[0] for m in state.merges} == {"reshape", "6-transpose", "6-matmul", "6-matmul-epilogue"}
+    # without the epilogue rows, Table 1 as printed: the bias add is left out of the matmul
+    state = aggregate(MicroGraphs(graph), without_rules(TABLE_1, "6-matmul-epilogue"))
+    assert names(graph, state.partition()) == [
+        ["bias", "r1", "t"], ["copy", "r2", "scale", "scores"], ["k"], ["q"], ["x"]]
+
+
+def test_conv_epilogue_batch_norm_relu_and_residual():
+    # ResNet's downsampling block: conv -> BN -> (+) <- BN <- conv (shortcut), then relu
+    bn = ["sub", "div", "mul", "add"]
+    types = {"x": "opaque", **{f"c{i}": "conv" for i in (1, 2)},
+             **{f"{op}{i}": "broadcast" for i in (1, 2) for op in bn},
+             "res": "element-wise", "relu": "element-wise"}
+    edges = [("x", "c1"), ("x", "c2"), ("res", "relu")]
+    for i in (1, 2):
+        chain = [f"c{i}", *(f"{op}{i}" for op in bn), "res"]
+        edges += list(itertools.pairwise(chain))
+    graph = DataflowGraph.from_edges(types, edges, outputs=["relu"])
+    groups = aggregate(MicroGraphs(graph)).partition()
+    # rules 2 and 3 join both BN chains with the residual add and relu; one conv takes the lot
+    # as its epilogue, the other (no conv + conv rule) stays alone: two kernels, as FuseOps
+    assert len(groups) == 3
+    convs = [sorted(graph.nodes[n].name for n in g if graph.nodes[n].name.startswith("c")) for g in groups]
+    assert sorted(convs) == [[], ["c1"], ["c2"]]
+    big = max(groups, key=len)
+    assert {graph.nodes[n].name for n in big} >= {"res", "relu", "sub1", "sub2", "add1", "add2"}
+
+
+def test_contractions_never_share_a_micro_graph_with_a_reduction():
+    # matmul -> add -> sum: rule 4 (element-wise -> reduction) outranks 6-matmul
+    graph = DataflowGraph.from_edges({"m": "matmul", "e": "element-wise", "r": "reduction"},
+                                     [("m", "e"), ("e", "r")], outputs=["r"])
+    assert names(graph, aggregate(MicroGraphs(graph)).partition()) == [["e", "r"], ["m"]]
+
+
+def test_opaque_data_movement_is_a_reshaping_op():
+    graph = DataflowGraph.from_edges(
+        {"copy": "opaque", "gather": "opaque", "pool": "opaque"}, [],
+        patterns={"copy": OpPattern.INJECTIVE, "gather": OpPattern.INJECTIVE,
+                  "pool": OpPattern.OUT_EWISE_FUSABLE},
+        flops={"copy": 0, "gather": 3, "pool": 0})
+    # no arithmetic and injective: reshape; arithmetic or not injective: still opaque
+    assert [apollo_type(n) for n in graph.nodes] == [
+        PrimitiveType.RESHAPE, PrimitiveType.OPAQUE, PrimitiveType.OPAQUE]
 
 
 def test_cycle_creating_merge_is_refused():
