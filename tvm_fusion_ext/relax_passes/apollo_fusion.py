@@ -153,7 +153,8 @@ class ApolloFusion:
     ``spec``: hardware spec (default: that of the current target). ``downstream``: the check each
     group must pass (default :class:`DownstreamCompiler`; ``check_downstream=False`` skips it).
     ``rules``: Table 1, as rule levels. ``stats`` counts rules fired, stitches, feedback splits and
-    Layer II allocations of the last run.
+    Layer II allocations of the last run; ``plans`` keeps its per-block plans (merges with the rule
+    that made each, for ``tvm-fusion explain``).
     """
 
     def __init__(self, layers: Sequence[str] = LAYERS, feedback_path: str | None = None,
@@ -167,6 +168,7 @@ class ApolloFusion:
         self.check_downstream = check_downstream
         self.stats: Counter = Counter()
         self.checked_patterns: list[str] = []
+        self.plans: list = []
 
     def transform_module(self, mod, _ctx) -> tvm.IRModule:
         target = tvm.target.Target.current(allow_none=True) or tvm.target.Target("llvm")
@@ -187,6 +189,7 @@ class ApolloFusion:
             self.stats["feedback_splits"] += sum(len(f) for f in failing.values())
         groups = {key: _split(plan.groups, failing.get(key, [])) for key, plan in plans.items()}
         self._count(partitioner, store)
+        self.plans = list(partitioner.plans)
         store.save()
         return MaterializePartition(lambda g: groups.get((g.func_name, g.block_index), []))(mod)
 
