@@ -41,6 +41,8 @@ from .testing import verify
 from .tuning import tune_strategy, tuning_target
 
 REFERENCE_ROWS = ("torch", "onnxruntime")
+# A model argument ending in one of these is a file (a missing one is "no such file").
+MODEL_FILE_SUFFIXES = (".onnx", ".pt2", ".pt")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -67,27 +69,31 @@ class Workload:
 
 
 def load_workload(model: str, model_args: list[str] | None = None, importer: str | None = None,
-                  seed: int = 0) -> Workload:
+                  seed: int = 0, input_shapes: dict[str, list[int]] | None = None) -> Workload:
     """A zoo model name, an ``.onnx`` file or a ``torch.export.save`` file, as a :class:`Workload`.
 
     ``importer`` is ``"torch"`` or ``"onnx"``; ``None`` picks the file's own format (``torch`` for
-    zoo models). User mistakes raise ``ValueError`` with a one-line message.
+    zoo models). ``input_shapes`` (input name -> shape) binds a model file's dynamic input
+    dimensions (:mod:`.artifacts`); a dimension left dynamic is an error naming the input.
+    User mistakes raise ``ValueError`` with a one-line message.
     """
     from . import zoo
 
     if importer not in (None, *zoo.IMPORTERS):
         raise ValueError(f"unknown import path {importer!r}; known: {', '.join(zoo.IMPORTERS)}")
-    if model.endswith(".onnx") or os.path.isfile(model):
+    if model.endswith(MODEL_FILE_SUFFIXES) or os.path.isfile(model):
         if model_args:
             raise ValueError("--model-arg applies to zoo models only, not to model files")
         if not os.path.isfile(model):
             raise ValueError(f"{model}: no such file")
         if model.endswith(".onnx"):
-            return _onnx_file_workload(model, importer)
-        return _exported_program_workload(model, importer)
+            return _onnx_file_workload(model, importer, input_shapes)
+        return _exported_program_workload(model, importer, input_shapes)
     if model not in zoo.MODELS:
         raise ValueError(f"unknown model {model!r} (not a zoo name or a file); zoo: "
                          f"{', '.join(zoo.model_names())}")
+    if input_shapes:
+        raise ValueError("--input-shapes applies to model files; zoo models take --model-arg")
     args = zoo.parse_model_args(model, model_args)
     built = zoo.load(model, args, seed)
     importer = importer or "torch"
@@ -96,12 +102,13 @@ def load_workload(model: str, model_args: list[str] | None = None, importer: str
                     torch_module=built.module, onnx_model=built.onnx_bytes, args=args)
 
 
-def _onnx_file_workload(path: str, importer: str | None) -> Workload:
+def _onnx_file_workload(path: str, importer: str | None, input_shapes: dict | None) -> Workload:
+    from .artifacts import bind_onnx_input_shapes
     from .zoo import frontends
 
     if importer == "torch":
         raise ValueError(f"{path}: an ONNX file can only be imported with --import onnx")
-    model = frontends.load_onnx_file(path)
+    model = bind_onnx_input_shapes(frontends.load_onnx_file(path), input_shapes, path)
     mod = _import(lambda: frontends.relax_from_onnx(model), path)
     inputs = verify.random_inputs(mod["main"])
     data = model.SerializeToString()
@@ -110,9 +117,10 @@ def _onnx_file_workload(path: str, importer: str | None) -> Workload:
     return Workload(path, "onnx", mod, inputs, reference(), "onnxruntime", onnx_model=lambda: data)
 
 
-def _exported_program_workload(path: str, importer: str | None) -> Workload:
+def _exported_program_workload(path: str, importer: str | None, input_shapes: dict | None) -> Workload:
     import torch
 
+    from .artifacts import bind_relax_input_shapes
     from .zoo import flatten_outputs, frontends
 
     program = frontends.load_exported_program(path)
@@ -120,15 +128,17 @@ def _exported_program_workload(path: str, importer: str | None) -> Workload:
     args, kwargs = program.example_inputs or ((), {})
     if kwargs:
         raise ValueError(f"{path}: keyword example inputs are not supported")
-    torch_inputs = tuple(args)
-    if not torch_inputs:
-        mod = _import(lambda: frontends.relax_from_exported_program(program), path)
-        torch_inputs = tuple(torch.from_numpy(x) for x in verify.random_inputs(mod["main"]))
-    names = [f"input{i}" for i in range(len(torch_inputs))]
     importer = importer or "torch"
-    if importer == "torch":
-        mod = _import(lambda: frontends.relax_from_exported_program(program), path)
-    else:
+    if input_shapes and importer != "torch":
+        raise ValueError(f"{path}: --input-shapes with a saved ExportedProgram needs the torch import")
+    torch_inputs = tuple(args)
+    if importer == "torch" or not torch_inputs:
+        mod = bind_relax_input_shapes(_import(lambda: frontends.relax_from_exported_program(program), path),
+                                      input_shapes, path)
+        if not torch_inputs or input_shapes:   # inputs of the bound shapes
+            torch_inputs = tuple(torch.from_numpy(x) for x in verify.random_inputs(mod["main"]))
+    names = [f"input{i}" for i in range(len(torch_inputs))]
+    if importer == "onnx":
         mod = _import(lambda: frontends.relax_from_onnx(frontends.onnx_bytes(module, torch_inputs, names)), path)
     with torch.no_grad():
         expected = flatten_outputs(module(*torch_inputs))
@@ -140,6 +150,9 @@ def _import(fn: Callable[[], tvm.IRModule], what: str) -> tvm.IRModule:
     """Run an importer; its failures (unsupported op, bad graph) become one-line ``ValueError``s."""
     try:
         return fn()
+    except tvm.error.OpNotImplemented as err:
+        # from_onnx: "The following operators are not supported for frontend ONNX: A, B"
+        raise ValueError(f"{what}: unsupported operator(s): {_first_line(err).rpartition(': ')[2]}") from None
     except ValueError as err:
         raise ValueError(f"{what}: import failed: {_first_line(err)}") from None
     except Exception as err:  # noqa: BLE001 - frontends raise many unrelated types
@@ -345,7 +358,7 @@ def _tvm_row(workload: Workload, name: str, target: tvm.target.Target, policy: s
                                  os.path.join(work_dir, name) if work_dir else None)
     capture = _CaptureFused(name)
     start = time.perf_counter()
-    with _instrumented(capture), (database if database is not None else contextlib.nullcontext()):
+    with instrumented(capture), (database if database is not None else contextlib.nullcontext()):
         executable = verify.build(workload.mod, name, target, policy)
     compile_s = time.perf_counter() - start
     if capture.fused is None:
@@ -377,13 +390,13 @@ class _CaptureFused:
             self.fused = mod
 
 
-def _instrumented(instrument) -> tvm.transform.PassContext:
-    """The current PassContext with ``instrument`` added."""
+def instrumented(*instruments) -> tvm.transform.PassContext:
+    """The current PassContext with ``instruments`` added."""
     current = tvm.transform.PassContext.current()
     return tvm.transform.PassContext(opt_level=current.opt_level, config=dict(current.config),
                                      required_pass=list(current.required_pass),
                                      disabled_pass=list(current.disabled_pass),
-                                     instruments=[*current.instruments, instrument])
+                                     instruments=[*current.instruments, *instruments])
 
 
 def _torch_row(workload: Workload, threads: int) -> tuple[Callable, Row]:

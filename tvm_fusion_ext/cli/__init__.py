@@ -2,7 +2,8 @@
 
 Each subcommand module provides ``add_parser(subparsers)`` (registering its arguments and setting
 ``func``) and ``run(args) -> int``. User mistakes (unknown model, fusion or target, a malformed
-model file) are ``ValueError``s: ``main`` prints them as one line and exits with status 2.
+model file) are ``ValueError``s: ``main`` prints them as one line and exits with status 2; a file
+that cannot be read or written (``OSError``) is one line and status 1.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import compare, tune
+from . import compare, compile, explain, export, run, tune
 
-SUBCOMMANDS = (compare, tune)
+SUBCOMMANDS = (compare, export, compile, run, tune, explain)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"tvm-fusion {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        print(f"tvm-fusion {args.command}: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"tvm-fusion {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -20,9 +20,13 @@ PROFILE_KEYS = ("kernels", "ddr_bytes", "gb_bytes", "lb_bytes", "buffers", "cycl
                 "unit_busy")
 
 
-def run_with_trace(executable, inputs, func_name: str = "main"):
-    """``(outputs, kernel symbols called in order)`` of one run of ``func_name``."""
-    models = kernel_models(executable)
+def run_with_trace(executable, inputs, func_name: str = "main", models: dict | None = None):
+    """``(outputs, kernel symbols called in order, kernel models)`` of one run of ``func_name``.
+
+    ``models`` defaults to those embedded in the executable's C source; a library loaded back from
+    ``export_library`` has no source, so its caller passes the models saved beside it.
+    """
+    models = kernel_models(executable) if models is None else models
     vm = relax.VirtualMachine(executable, tvm.cpu())
     calls: list[str] = []
 
@@ -38,7 +42,8 @@ def run_with_trace(executable, inputs, func_name: str = "main"):
     return result, calls, models
 
 
-def profile_details(executable_or_mod, inputs, target, func_name: str = "main") -> dict:
+def profile_details(executable_or_mod, inputs, target, func_name: str = "main",
+                    models: dict | None = None) -> dict:
     """The full simulation: the profile keys plus ``per_kernel`` cycles and bytes."""
     target = tvm.target.Target(target) if isinstance(target, (str, dict)) else target
     spec = spec_of_target(target)
@@ -48,7 +53,7 @@ def profile_details(executable_or_mod, inputs, target, func_name: str = "main") 
 
         executable = tvm.compile(executable_or_mod, target=target,
                                  relax_pipeline=pipeline("stock", target))
-    _, calls, models = run_with_trace(executable, inputs, func_name)
+    _, calls, models = run_with_trace(executable, inputs, func_name, models)
     return simulate(models, calls, spec)
 
 
