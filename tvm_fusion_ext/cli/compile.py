@@ -27,6 +27,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("model", help="an .onnx file, a torch.export.save file, or a zoo model name")
     parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="zoo model argument (repeatable), e.g. image=64 batch=2")
+    parser.add_argument("--import", dest="importer", choices=("torch", "onnx"), default=None,
+                        help="import path for zoo models (default torch; as for tune, so records match)")
     parser.add_argument("--target", required=True,
                         help='target string or JSON: llvm, dsa/stcp920, \'{"kind":"llvm","num-cores":2}\'')
     parser.add_argument("--fusion", required=True, help="fusion strategy (tvm_fusion_ext.fusion_names())")
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if (policy == "tuned") != bool(args.tuning_records):
         raise ValueError("--policy tuned and --tuning-records DIR go together")
     shapes = artifacts.parse_input_shapes(args.input_shapes)
-    workload = evaluation.load_workload(args.model, args.model_arg, input_shapes=shapes)
+    workload = evaluation.load_workload(args.model, args.model_arg, args.importer, input_shapes=shapes)
     database = None
     if policy == "tuned":
         from ..tuning import open_records, tuning_target
