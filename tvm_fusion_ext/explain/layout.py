@@ -24,7 +24,7 @@ NODE_GAP, ROW_GAP = 12, 18  # between ops inside a box
 PAD, HEADER = 8, 18  # box padding and its title line
 LANE = 12  # a box's left and right margins, where edges skipping its rows run
 LONE_HEADER, LONE_PAD = 12, 5  # a box around one op: a small title, a thin margin
-CHIP = 14  # GraphTurbo instance chips under the title
+CHIP, CHIP_GAP = 14, 3  # GraphTurbo instance chips under the title, wrapped to the box's width
 UNIT_GAP, LAYER_GAP = 20, 30  # between boxes in a row, between rows
 SWEEPS = 4
 
@@ -36,6 +36,9 @@ class Unit:
     members: list[int]
     box: int | None  # position in ``boxes``; None for a lone binding outside every box
     chips: int = 0
+    side: float = 0.0  # left and right margin
+    chip_top: float = 0.0  # first row of chips, from the top
+    chips_per_row: int = 1
     width: float = NODE_W
     height: float = NODE_H
     x: float = 0.0  # left
@@ -62,7 +65,7 @@ class Layout:
 
 def layout_block(graph: DataflowGraph, boxes: list[list[int]], chips: list[int] | None = None) -> Layout:
     """Lay out ``graph`` with each list of ``boxes`` drawn in one box (``chips``: per box, how many
-    instance chips its title line carries)."""
+    instance chips go under its title)."""
     chips = chips or [0] * len(boxes)
     units = [Unit(sorted(members), b, c) for b, (members, c) in enumerate(zip(boxes, chips))]
     boxed = {m for members in boxes for m in members}
@@ -110,10 +113,14 @@ def _layout_inside(graph: DataflowGraph, unit: Unit) -> None:
     elif len(unit.members) == 1:
         top, side, bottom = LONE_HEADER, LONE_PAD, LONE_PAD
     else:
-        top, side, bottom = PAD + HEADER + (CHIP + 4 if unit.chips else 0), LANE, PAD
+        top, side, bottom = PAD + HEADER, LANE, PAD
     widest = max(len(r) for r in rows)
-    unit.row, unit.rows = row, len(rows)
+    unit.row, unit.rows, unit.side = row, len(rows), side
     unit.width = widest * NODE_W + (widest - 1) * NODE_GAP + 2 * side
+    if unit.chips:
+        unit.chip_top = top
+        unit.chips_per_row = max(1, int((unit.width - 2 * side + CHIP_GAP) // (CHIP + CHIP_GAP)))
+        top += -(-unit.chips // unit.chips_per_row) * (CHIP + CHIP_GAP) + CHIP_GAP
     unit.height = top + len(rows) * NODE_H + (len(rows) - 1) * ROW_GAP + bottom
     for r, members in enumerate(rows):
         span = len(members) * NODE_W + (len(members) - 1) * NODE_GAP

@@ -12,13 +12,13 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from .groups import FusionReport
-from .layout import CHIP, HEADER, LONE_HEADER, LONE_PAD, NODE_H, NODE_W, PAD, layout_block
+from .layout import CHIP, CHIP_GAP, HEADER, LONE_HEADER, LONE_PAD, NODE_H, NODE_W, PAD, layout_block
 from .style import PLUMBING_FILL, caption, group_colours, group_title, group_tooltip, node_lines, node_tooltip
 
 SVG_NS = "http://www.w3.org/2000/svg"
 FONT = 11
 CAPTION_H = 36
-MAX_CHIPS = 24
+MAX_CHIPS = 64
 _STYLE = (".edge{fill:none;stroke:#555;stroke-width:1.1;opacity:.75}"
           ".op rect{stroke:#333;stroke-width:.8} .box{stroke-width:1.4}"
           "text{font-family:Helvetica,Arial,sans-serif} .title{font-weight:bold}")
@@ -74,13 +74,15 @@ def _box_title(parent, group, unit) -> None:
     """Title line and GraphTurbo instance chips, drawn with a halo of the box colour."""
     fill, stroke = group_colours(group)
     g = ET.SubElement(parent, "g", {"class": "box-title", "data-kernel": str(group.kernel)})
-    if not group.fused:
+    if group.fused:
+        label = _fit(group_title(group), unit.width - 2 * PAD, FONT, bold=True)
+        _text(g, unit.x + PAD, unit.y + PAD + HEADER - 6, label, FONT, "title", fill=stroke, halo=fill)
+    else:
         _text(g, unit.x + LONE_PAD, unit.y + LONE_HEADER - 3, group_title(group), FONT - 3, "title", fill="#666")
-        return
-    label = _fit(group_title(group), unit.width - 2 * PAD, FONT, bold=True)
-    _text(g, unit.x + PAD, unit.y + PAD + HEADER - 6, label, FONT, "title", fill=stroke, halo=fill)
     for i, position in enumerate(group.instances[:unit.chips]):
-        x, y = unit.x + PAD + i * (CHIP + 3), unit.y + PAD + HEADER
+        row, column = divmod(i, unit.chips_per_row)
+        x = unit.x + unit.side + column * (CHIP + CHIP_GAP)
+        y = unit.y + unit.chip_top + row * (CHIP + CHIP_GAP)
         chip = ET.SubElement(g, "g", {"class": "instance"})
         ET.SubElement(chip, "title").text = (f"instance {i + 1} of {len(group.instances)}: "
                                              f"position {position} in the order")
