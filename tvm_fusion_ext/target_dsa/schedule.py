@@ -89,7 +89,12 @@ def stage_kernel(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions,
 def output_shape(func: tirx.PrimFunc) -> tuple[int, ...]:
     sch = s_tir.Schedule(func)
     block = _single_output_block(sch)
-    return tuple(int(d) for d in sch.get(block).writes[0].source.shape)
+    shape = sch.get(block).writes[0].source.shape
+    if not all(isinstance(d, tirx.IntImm) for d in shape):
+        raise Decline(f"symbolic output shape {list(shape)}")
+    if not shape:
+        raise Decline("0-d output: no loop to tile")
+    return tuple(int(d) for d in shape)
 
 
 def tile_candidates(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
