@@ -112,21 +112,33 @@ class DSASpec(HardwareSpec):
 
     @classmethod
     def from_dict(cls, data: dict) -> DSASpec:
-        """From the JSON/TOML layout documented in ``docs/dsa.md`` (sizes in bytes)."""
+        """From the JSON/TOML layout documented in ``docs/dsa.md`` (sizes in bytes); a missing,
+        unknown or ill-typed field is a ``ValueError`` naming it."""
+        problem = _field_problem(data)
+        if problem:
+            raise ValueError(problem)
         data = dict(data)
         units = data.pop("units")
         return cls.create(units=[ComputeUnit(**u) for u in units], **data)
 
     @classmethod
     def from_file(cls, path: str | Path) -> DSASpec:
-        """Load a spec from ``*.json`` or ``*.toml``."""
+        """Load a spec from ``*.json`` or ``*.toml``; any problem is a ``ValueError`` naming the
+        file (and the field)."""
         path = Path(path)
-        if path.suffix == ".toml":
-            with path.open("rb") as f:
-                return cls.from_dict(tomllib.load(f))
-        if path.suffix == ".json":
-            return cls.from_dict(json.loads(path.read_text()))
-        raise ValueError(f"{path}: spec files are .json or .toml")
+        if path.suffix not in (".json", ".toml"):
+            raise ValueError(f"{path}: spec files are .json or .toml")
+        try:
+            text = path.read_bytes()
+            data = tomllib.loads(text.decode()) if path.suffix == ".toml" else json.loads(text)
+        except OSError as err:
+            raise ValueError(f"{path}: cannot read the spec file ({err.strerror})") from err
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path}: not a valid {path.suffix[1:].upper()} file ({err})") from err
+        try:
+            return cls.from_dict(data)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from err
 
     @classmethod
     def from_target(cls, target: tvm.target.Target | str | None = None) -> DSASpec:
@@ -170,6 +182,53 @@ class DSASpec(HardwareSpec):
 
     def cycles_to_ms(self, cycles: int) -> float:
         return cycles * 1e3 / self.clock_hz
+
+
+_REQUIRED = ("name", "clusters", "cores_per_cluster", "units", "lb_bytes", "gb_bytes")
+_POSITIVE = ("clusters", "cores_per_cluster", "lb_bytes", "gb_bytes", "ddr_bandwidth", "gb_bandwidth",
+             "lb_bandwidth", "dma_engines", "clock_hz", "vector_bytes", "vector_registers")
+_NON_NEGATIVE = ("dma_latency_cycles", "launch_cycles")
+_OPTIONAL = ("illustrative", "notes", "assumed") + _POSITIVE + _NON_NEGATIVE
+_UNIT_FIELDS = ("name", "kind", "ops_per_cycle", "matrix_shape")
+
+
+def _field_problem(data) -> str | None:
+    """What is wrong with a spec file's fields (missing, unknown, wrong type or sign), or None."""
+    if not isinstance(data, dict):
+        return f"a spec is a table of fields, not {type(data).__name__}"
+    missing = [k for k in _REQUIRED if k not in data]
+    unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
+    if missing or unknown:
+        return "; ".join([f"missing field {k!r}" for k in missing] + [f"unknown field {k!r}" for k in unknown])
+    if not isinstance(data["name"], str) or not data["name"]:
+        return f"field 'name' must be a non-empty string, got {data['name']!r}"
+    for key in _POSITIVE + _NON_NEGATIVE:
+        value = data.get(key, 1)
+        if not _is_int(value) or value < (key in _POSITIVE):
+            sign = "a positive" if key in _POSITIVE else "a non-negative"
+            return f"field {key!r} must be {sign} integer, got {value!r}"
+    units = data["units"]
+    if not isinstance(units, list) or not units:
+        return "field 'units' must be a non-empty list of compute units"
+    for i, unit in enumerate(units):
+        if not isinstance(unit, dict):
+            return f"field 'units[{i}]' must be a table, got {unit!r}"
+        unknown = sorted(set(unit) - set(_UNIT_FIELDS))
+        missing = [k for k in _UNIT_FIELDS[:3] if k not in unit]
+        if unknown or missing:
+            return f"field 'units[{i}]': " + "; ".join(
+                [f"missing field {k!r}" for k in missing] + [f"unknown field {k!r}" for k in unknown])
+        if not _is_int(unit["ops_per_cycle"]):
+            return f"field 'units[{i}].ops_per_cycle' must be an integer, got {unit['ops_per_cycle']!r}"
+        shape = unit.get("matrix_shape")
+        if shape is not None and not (isinstance(shape, list) and len(shape) == 3
+                                      and all(_is_int(v) and v > 0 for v in shape)):
+            return f"field 'units[{i}].matrix_shape' must be [M, N, K] of positive integers, got {shape!r}"
+    return None
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # Values GraphTurbo does not give for STCP920; every one is an assumption stated in docs/dsa.md.
