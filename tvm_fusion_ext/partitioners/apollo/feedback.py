@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 VERSION = 1
@@ -31,12 +32,15 @@ class FeedbackStore:
         self.failed: dict[str, dict] = {}
         self.rejected_parallel: dict[tuple[str, ...], float] = {}
         if self.path is not None and self.path.exists():
-            data = json.loads(self.path.read_text())
-            if data.get("version") != VERSION:
-                raise ValueError(f"{self.path}: unsupported feedback version {data.get('version')!r}")
-            self.failed = {e["pattern"]: e for e in data.get("failed_patterns", [])}
-            self.rejected_parallel = {tuple(e["patterns"]): e["gain_s"]
-                                      for e in data.get("rejected_parallel", [])}
+            try:
+                content = _parse(json.loads(self.path.read_text()))
+            except (OSError, ValueError) as err:  # JSONDecodeError is a ValueError
+                content = str(err)
+            if isinstance(content, str):
+                warnings.warn(f"{self.path}: corrupt APOLLO feedback file ignored ({content}); it is "
+                              "rewritten when this run saves its feedback", stacklevel=2)
+            else:
+                self.failed, self.rejected_parallel = content
 
     def forbidden(self) -> frozenset[str]:
         return frozenset(self.failed)
@@ -58,3 +62,28 @@ class FeedbackStore:
         tmp = self.path.with_suffix(self.path.suffix + ".tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
         tmp.replace(self.path)
+
+
+def _parse(data) -> tuple[dict, dict] | str:
+    """``(failed, rejected_parallel)`` of a feedback file's JSON, or what is wrong with it."""
+    if not isinstance(data, dict) or data.get("version") != VERSION:
+        version = data.get("version") if isinstance(data, dict) else None
+        return f"unsupported feedback version {version!r}, expected {VERSION}"
+    for key in ("failed_patterns", "rejected_parallel"):
+        if not isinstance(data.get(key, []), list):
+            return f"{key} is not a list"
+    failed, rejected = {}, {}
+    for i, e in enumerate(data.get("failed_patterns", [])):
+        if not (isinstance(e, dict) and isinstance(e.get("pattern"), str)
+                and isinstance(e.get("reason", ""), str) and isinstance(e.get("ops", []), list)):
+            return f"failed_patterns[{i}] is not {{pattern: str, reason: str, ops: [str]}}"
+        failed[e["pattern"]] = {"pattern": e["pattern"], "reason": e.get("reason", ""),
+                                "ops": [str(op) for op in e.get("ops", [])]}
+    for i, e in enumerate(data.get("rejected_parallel", [])):
+        patterns = e.get("patterns") if isinstance(e, dict) else None
+        gain = e.get("gain_s") if isinstance(e, dict) else None
+        if not (isinstance(patterns, list) and all(isinstance(p, str) for p in patterns)
+                and isinstance(gain, (int, float)) and not isinstance(gain, bool)):
+            return f"rejected_parallel[{i}] is not {{patterns: [str], gain_s: number}}"
+        rejected[tuple(patterns)] = float(gain)
+    return failed, rejected
