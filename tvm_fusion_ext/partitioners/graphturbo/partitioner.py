@@ -7,9 +7,10 @@ the chosen BFS/DFS order and its LB peak, bindings and output scopes), for repor
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
-from ...analysis.graph import DataflowGraph
+from ...analysis.graph import DataflowGraph, NodeKind
 from .binding import BindingResult, infer_bindings
 from .grouping import Grouping, group_subgraphs
 from .instances import InstanceGraph, build_instances, choose_order, order_peak
@@ -41,6 +42,12 @@ class GraphTurboPartitioner:
         self.plans: list[BlockPlan] = []
 
     def __call__(self, graph: DataflowGraph) -> list[list[int]]:
+        symbolic = [n.name for n in graph.nodes if n.kind == NodeKind.CALL_TIR and len(n.shapes) < len(n.dtypes)]
+        if symbolic:  # SplitInfo sizes tensors in bytes: symbolic shapes are left unfused
+            warnings.warn(f"graphturbo: {graph.func_name} block {graph.block_index} left unfused: "
+                          f"SplitInfo needs static shapes, {', '.join(symbolic[:4])} have symbolic ones",
+                          stacklevel=2)
+            return []
         tg = from_dataflow_graph(graph)
         grouping = group_subgraphs(tg, self.lb_bytes, self.max_ops)
         self.plans.append(plan(tg, grouping, self.cores))
