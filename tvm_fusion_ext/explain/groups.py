@@ -129,11 +129,11 @@ class FusionReport:
 def _record(row: dict) -> str:
     parts = [row["rule"]] if row["rule"] else []
     if row["instances"]:
-        parts.append(f"{len(row['instances'])} instances, order {_ranges(row['instances'])}")
+        parts.append(f"{len(row['instances'])} instances, order {order_ranges(row['instances'])}")
     return "; ".join(parts)
 
 
-def _ranges(positions: list[int]) -> str:
+def order_ranges(positions: list[int]) -> str:
     """``[3, 4, 5, 9]`` -> ``"3-5,9"``."""
     out, start = [], None
     for i, p in enumerate(positions):

@@ -24,7 +24,7 @@ NODE_GAP, ROW_GAP = 12, 18  # between ops inside a box
 PAD, HEADER = 8, 18  # box padding and its title line
 LANE = 12  # a box's left and right margins, where edges skipping its rows run
 LONE_HEADER, LONE_PAD = 12, 5  # a box around one op: a small title, a thin margin
-CHIP, CHIP_GAP = 14, 3  # GraphTurbo instance chips under the title, wrapped to the box's width
+SUBTITLE = 12  # a second title line (GraphTurbo's instances)
 UNIT_GAP, LAYER_GAP = 20, 30  # between boxes in a row, between rows
 SWEEPS = 4
 
@@ -35,10 +35,7 @@ class Unit:
 
     members: list[int]
     box: int | None  # position in ``boxes``; None for a lone binding outside every box
-    chips: int = 0
-    side: float = 0.0  # left and right margin
-    chip_top: float = 0.0  # first row of chips, from the top
-    chips_per_row: int = 1
+    subtitle: bool = False
     width: float = NODE_W
     height: float = NODE_H
     x: float = 0.0  # left
@@ -63,11 +60,12 @@ class Layout:
     height: float
 
 
-def layout_block(graph: DataflowGraph, boxes: list[list[int]], chips: list[int] | None = None) -> Layout:
-    """Lay out ``graph`` with each list of ``boxes`` drawn in one box (``chips``: per box, how many
-    instance chips go under its title)."""
-    chips = chips or [0] * len(boxes)
-    units = [Unit(sorted(members), b, c) for b, (members, c) in enumerate(zip(boxes, chips))]
+def layout_block(graph: DataflowGraph, boxes: list[list[int]], subtitles: list[bool] | None = None
+                 ) -> Layout:
+    """Lay out ``graph`` with each list of ``boxes`` drawn in one box (``subtitles``: which boxes
+    have a second title line)."""
+    subtitles = subtitles or [False] * len(boxes)
+    units = [Unit(sorted(members), b, sub) for b, (members, sub) in enumerate(zip(boxes, subtitles))]
     boxed = {m for members in boxes for m in members}
     units += [Unit([n.index], None) for n in graph.nodes if n.index not in boxed]
     units.sort(key=lambda u: u.members[0])
@@ -114,13 +112,10 @@ def _layout_inside(graph: DataflowGraph, unit: Unit) -> None:
         top, side, bottom = LONE_HEADER, LONE_PAD, LONE_PAD
     else:
         top, side, bottom = PAD + HEADER, LANE, PAD
+    top += SUBTITLE if unit.subtitle else 0
     widest = max(len(r) for r in rows)
-    unit.row, unit.rows, unit.side = row, len(rows), side
+    unit.row, unit.rows = row, len(rows)
     unit.width = widest * NODE_W + (widest - 1) * NODE_GAP + 2 * side
-    if unit.chips:
-        unit.chip_top = top
-        unit.chips_per_row = max(1, int((unit.width - 2 * side + CHIP_GAP) // (CHIP + CHIP_GAP)))
-        top += -(-unit.chips // unit.chips_per_row) * (CHIP + CHIP_GAP) + CHIP_GAP
     unit.height = top + len(rows) * NODE_H + (len(rows) - 1) * ROW_GAP + bottom
     for r, members in enumerate(rows):
         span = len(members) * NODE_W + (len(members) - 1) * NODE_GAP

@@ -2,8 +2,8 @@
 
 One ``<g class="kernel">`` per kernel (``fused`` added when it runs several ops): a rounded box
 in the group's colour around its ops, titled with the kernel's position in execution order, its
-name and the bytes it keeps on chip; for GraphTurbo, one numbered chip per instance giving that
-instance's position in the chosen order. Ops are ``<g class="op">``, edges ``<path class="edge">``;
+name and the bytes it keeps on chip; for GraphTurbo, a second line gives its instances' positions in
+the chosen order. Ops are ``<g class="op">``, edges ``<path class="edge">``;
 hovering shows details (``<title>``). The layout is :func:`~.layout.layout_block`'s.
 """
 
@@ -12,13 +12,21 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from .groups import FusionReport
-from .layout import CHIP, CHIP_GAP, HEADER, LONE_HEADER, LONE_PAD, NODE_H, NODE_W, PAD, layout_block
-from .style import PLUMBING_FILL, caption, group_colours, group_title, group_tooltip, node_lines, node_tooltip
+from .layout import HEADER, LONE_HEADER, LONE_PAD, NODE_H, NODE_W, PAD, SUBTITLE, layout_block
+from .style import (
+    PLUMBING_FILL,
+    caption,
+    group_colours,
+    group_title,
+    group_tooltip,
+    instance_label,
+    node_lines,
+    node_tooltip,
+)
 
 SVG_NS = "http://www.w3.org/2000/svg"
 FONT = 11
 CAPTION_H = 36
-MAX_CHIPS = 64
 _STYLE = (".edge{fill:none;stroke:#555;stroke-width:1.1;opacity:.75}"
           ".op rect{stroke:#333;stroke-width:.8} .box{stroke-width:1.4}"
           "text{font-family:Helvetica,Arial,sans-serif} .title{font-weight:bold}")
@@ -33,12 +41,12 @@ def render_svg(report: FusionReport) -> str:
     marker = ET.SubElement(defs, "marker", {"id": "arrow", "viewBox": "0 0 10 10", "refX": "10", "refY": "5",
                                             "markerWidth": "7", "markerHeight": "7", "orient": "auto"})
     ET.SubElement(marker, "path", {"d": "M0,0 L10,5 L0,10 z", "fill": "#555"})
-    _text(root, 12, 22, caption(report), 13, "title")
-    top, width = float(CAPTION_H), 600.0
+    title = caption(report)
+    _text(root, 12, 22, title, 13, "title")
+    top, width = float(CAPTION_H), 24 + len(title) * 0.68 * 13
     for block in report.blocks:
         layout = layout_block(block.graph, [g.members for g in block.groups],
-                              [min(len(g.instances), MAX_CHIPS) if len(g.instances) > 1 else 0
-                               for g in block.groups])
+                              [bool(g.instances) for g in block.groups])
         layer = ET.SubElement(root, "g", {"class": "block", "transform": f"translate(0,{top:.1f})"})
         boxes = [(block.groups[u.box], u) for u in layout.units if u.box is not None]
         for group, unit in boxes:
@@ -71,24 +79,20 @@ def _box(parent, group, unit) -> None:
 
 
 def _box_title(parent, group, unit) -> None:
-    """Title line and GraphTurbo instance chips, drawn with a halo of the box colour."""
+    """Title line (and GraphTurbo's instances), drawn with a halo of the box colour."""
     fill, stroke = group_colours(group)
     g = ET.SubElement(parent, "g", {"class": "box-title", "data-kernel": str(group.kernel)})
     if group.fused:
         label = _fit(group_title(group), unit.width - 2 * PAD, FONT, bold=True)
         _text(g, unit.x + PAD, unit.y + PAD + HEADER - 6, label, FONT, "title", fill=stroke, halo=fill)
+        left, top = unit.x + PAD, unit.y + PAD + HEADER
     else:
-        _text(g, unit.x + LONE_PAD, unit.y + LONE_HEADER - 3, group_title(group), FONT - 3, "title", fill="#666")
-    for i, position in enumerate(group.instances[:unit.chips]):
-        row, column = divmod(i, unit.chips_per_row)
-        x = unit.x + unit.side + column * (CHIP + CHIP_GAP)
-        y = unit.y + unit.chip_top + row * (CHIP + CHIP_GAP)
-        chip = ET.SubElement(g, "g", {"class": "instance"})
-        ET.SubElement(chip, "title").text = (f"instance {i + 1} of {len(group.instances)}: "
-                                             f"position {position} in the order")
-        ET.SubElement(chip, "rect", {"x": f"{x:.1f}", "y": f"{y:.1f}", "width": str(CHIP),
-                                     "height": str(CHIP), "rx": "3", "fill": "white", "stroke": stroke})
-        _text(chip, x + CHIP / 2, y + CHIP - 4, str(position), 8, anchor="middle")
+        _text(g, unit.x + LONE_PAD, unit.y + LONE_HEADER - 3, group_title(group), FONT - 3, "title",
+              fill="#666")
+        left, top = unit.x + LONE_PAD, unit.y + LONE_HEADER
+    if group.instances:
+        label = _fit(instance_label(group), unit.width - 2 * (left - unit.x), FONT - 2)
+        _text(g, left, top + SUBTITLE - 4, label, FONT - 2, "instances", fill="#333", halo=fill)
 
 
 def _op(parent, node, position, owned: bool) -> None:

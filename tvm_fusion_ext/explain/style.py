@@ -5,7 +5,7 @@ from __future__ import annotations
 import colorsys
 
 from ..analysis.graph import NodeKind, OpNode
-from .groups import FusionReport, Group, human_bytes, op_label
+from .groups import FusionReport, Group, human_bytes, op_label, order_ranges
 
 LONE_FILL, LONE_STROKE = "#f3f3f3", "#a0a0a0"  # a kernel of one op: boxed, not coloured
 PLUMBING_FILL = "#e8e8e8"  # tuples, items, library calls: no kernel of their own
@@ -42,6 +42,12 @@ def group_title(group: Group) -> str:
     if group.kept_bytes:
         text += f"  (kept {human_bytes(group.kept_bytes)})"
     return text
+
+
+def instance_label(group: Group) -> str:
+    """GraphTurbo: how many instances the group runs as, and where they are in the order."""
+    count = len(group.instances)
+    return f"{count} instance{'s' if count > 1 else ''}, order {order_ranges(group.instances)}"
 
 
 def group_tooltip(group: Group) -> str:
