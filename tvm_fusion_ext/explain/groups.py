@@ -23,7 +23,6 @@ compute.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -32,6 +31,7 @@ import tvm_ffi
 from tvm import relax
 
 from ..analysis.graph import DataflowGraph, NodeKind, build_graphs, tensor_bytes
+from ..partitioners.apollo.micro_graphs import apollo_type, op_name
 from ..pipelines import get_strategy, preprocess_passes
 from .inline import inline_groups
 
@@ -100,8 +100,9 @@ class FusionReport:
         for block in self.blocks:
             for g in block.groups:
                 nodes = [block.graph.nodes[m] for m in g.members]
-                rows.append({"kernel": g.kernel, "group": g.name, "ops": [op_label(n) for n in nodes],
-                             "apollo_types": type_summary(n.ptype.value for n in nodes
+                rows.append({"kernel": g.kernel, "group": g.name,
+                             "ops": [op_label(block.graph, m) for m in g.members],
+                             "apollo_types": type_summary(apollo_type(n).value for n in nodes
                                                           if n.kind is NodeKind.CALL_TIR),
                              "rule": g.rule, "kept_bytes": g.kept_bytes,
                              "instances": list(g.instances)})
@@ -155,10 +156,11 @@ def human_bytes(n: int) -> str:
     return f"{n / 1024:.1f} KiB" if abs(n) < 1024 ** 2 else f"{n / 1024 ** 2:.1f} MiB"
 
 
-def op_label(node) -> str:
+def op_label(graph: DataflowGraph, index: int) -> str:
     """A node's op: its PrimFunc without the numeric suffix of repeats, or its binding kind."""
+    node = graph.nodes[index]
     if node.kind is NodeKind.CALL_TIR:
-        return re.sub(r"_?\d+$", "", node.callee or node.name) or node.name
+        return op_name(graph, index) or node.name
     return {NodeKind.TUPLE: "tuple", NodeKind.TUPLE_GET_ITEM: "get-item"}.get(node.kind, node.name)
 
 

@@ -32,7 +32,7 @@ def render_dot(report: FusionReport) -> str:
             lines.append(f"    {names};")
             lines.append("  }")
         for node in block.graph.nodes:
-            label = "\\n".join(_escape(line) for line in node_lines(node))
+            label = "\\n".join(_escape(line) for line in node_lines(block.graph, node.index))
             attrs = f"label=\"{label}\""
             gi = owned.get(node.index)
             if gi is None:

@@ -57,7 +57,7 @@ def render_svg(report: FusionReport) -> str:
             _box_title(layer, group, unit)
         owned = block.group_of()
         for node in block.graph.nodes:
-            _op(layer, node, layout.nodes[node.index], node.index in owned)
+            _op(layer, block.graph, node, layout.nodes[node.index], node.index in owned)
         top += layout.height
         width = max(width, layout.width)
     root.set("width", f"{width:.0f}")
@@ -95,13 +95,13 @@ def _box_title(parent, group, unit) -> None:
         _text(g, left, top + SUBTITLE - 4, label, FONT - 2, "instances", fill="#333", halo=fill)
 
 
-def _op(parent, node, position, owned: bool) -> None:
+def _op(parent, graph, node, position, owned: bool) -> None:
     x, y = position
     g = ET.SubElement(parent, "g", {"class": "op", "id": f"op-{node.index}"})
     ET.SubElement(g, "title").text = node_tooltip(node)
     ET.SubElement(g, "rect", {"x": f"{x:.1f}", "y": f"{y:.1f}", "width": str(NODE_W), "height": str(NODE_H),
                               "rx": "4", "fill": "white" if owned else PLUMBING_FILL})
-    first, second = node_lines(node)
+    first, second = node_lines(graph, node.index)
     _text(g, x + NODE_W / 2, y + 14, _fit(first, NODE_W - 8, FONT), FONT, anchor="middle")
     _text(g, x + NODE_W / 2, y + 27, _fit(second, NODE_W - 8, FONT - 2), FONT - 2, anchor="middle",
           fill="#555")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import colorsys
 
-from ..analysis.graph import NodeKind, OpNode
+from ..analysis.graph import DataflowGraph, NodeKind, OpNode
+from ..partitioners.apollo.micro_graphs import apollo_type
 from .groups import FusionReport, Group, human_bytes, op_label, order_ranges
 
 LONE_FILL, LONE_STROKE = "#f3f3f3", "#a0a0a0"  # a kernel of one op: boxed, not coloured
@@ -24,16 +25,17 @@ def _hex(hue: float, lightness: float, saturation: float) -> str:
     return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
 
 
-def node_lines(node: OpNode) -> tuple[str, str]:
+def node_lines(graph: DataflowGraph, index: int) -> tuple[str, str]:
     """Two lines for an op: what it is, then its output shape and APOLLO type."""
+    node = graph.nodes[index]
     shape = "x".join(map(str, node.shapes[0])) if len(node.shapes) == 1 else f"{len(node.shapes)} outputs"
-    detail = f"{shape} {node.ptype.value}" if node.kind is NodeKind.CALL_TIR else shape
-    return op_label(node), detail
+    detail = f"{shape} {apollo_type(node).value}" if node.kind is NodeKind.CALL_TIR else shape
+    return op_label(graph, index), detail
 
 
 def node_tooltip(node: OpNode) -> str:
     what = f"call_tir {node.callee}" if node.callee else node.kind.value
-    return (f"{node.name} = {what}\nAPOLLO type {node.ptype.value}, op pattern {node.pattern.name}\n"
+    return (f"{node.name} = {what}\nAPOLLO type {apollo_type(node).value}, op pattern {node.pattern.name}\n"
             f"shapes {list(node.shapes)} {list(node.dtypes)}, {human_bytes(node.out_bytes)}")
 
 
