@@ -22,7 +22,7 @@ from ..analysis.graph import DataflowGraph
 NODE_W, NODE_H = 132, 34  # one op
 NODE_GAP, ROW_GAP = 12, 18  # between ops inside a box
 PAD, HEADER = 8, 18  # box padding and its title line
-LANE = 12  # a box's left and right margins, where edges skipping its rows run
+LANE, TRACK = 12, 3  # a box's left and right margins, where edges skipping its rows run
 LONE_HEADER, LONE_PAD = 12, 5  # a box around one op: a small title, a thin margin
 SUBTITLE = 12  # a second title line (GraphTurbo's instances)
 UNIT_GAP, LAYER_GAP = 20, 30  # between boxes in a row, between rows
@@ -44,11 +44,19 @@ class Unit:
     offsets: dict[int, tuple[float, float]] = field(default_factory=dict)  # node -> (dx, dy) of its top-left
     row: dict[int, int] = field(default_factory=dict)  # node -> its row inside the unit
     rows: int = 1
+    tracks: dict[bool, int] = field(default_factory=dict)  # edges routed so far per margin (left?)
 
     def lane(self, node: int) -> float:
         """x of the margin on ``node``'s side of the box."""
         left = self.x + self.offsets[node][0] + NODE_W / 2 < self.x + self.width / 2
         return self.x + LANE / 2 if left else self.x + self.width - LANE / 2
+
+    def track(self, node: int) -> float:
+        """x of the next edge in the margin on ``node``'s side: three tracks, used in turn."""
+        centre = self.lane(node)
+        left = centre < self.x + self.width / 2
+        used = self.tracks[left] = self.tracks.get(left, 0) + 1
+        return centre + (0, TRACK, -TRACK)[(used - 1) % 3]
 
 
 @dataclass
@@ -134,15 +142,15 @@ def _route(producer: int, consumer: int, source: Unit, sink: Unit, nodes: dict, 
     if source is sink:
         if source.row[consumer] - source.row[producer] <= 1:
             return [(px + NODE_W / 2, py + NODE_H), (cx + NODE_W / 2, cy)]
-        lane = source.lane(producer)
+        lane = source.track(producer)
         return [out_side, (lane, out_side[1]), (lane, in_side[1]), in_side]
     if source.box is not None and source.row[producer] < source.rows - 1:
-        lane = source.lane(producer)
+        lane = source.track(producer)
         start = [out_side, (lane, out_side[1]), (lane, source.y + source.height)]
     else:
         start = [(px + NODE_W / 2, py + NODE_H)]
     if sink.box is not None and sink.row[consumer] > 0:
-        lane = sink.lane(consumer)
+        lane = sink.track(consumer)
         end = [(lane, sink.y), (lane, in_side[1]), in_side]
     else:
         end = [(cx + NODE_W / 2, cy)]

@@ -8,7 +8,7 @@ items, library calls) grey ellipses. ``dot -Tsvg`` lays it out where Graphviz is
 from __future__ import annotations
 
 from .groups import FusionReport
-from .style import LONE_FILL, PLUMBING_FILL, caption, group_colours, group_title, instance_label, node_lines
+from .style import LONE_FILL, PLUMBING_FILL, caption, group_colours, group_subtitle, group_title, node_lines
 
 
 def render_dot(report: FusionReport) -> str:
@@ -24,8 +24,7 @@ def render_dot(report: FusionReport) -> str:
                 continue
             names = " ".join(_node_id(b, m) for m in group.members)
             fill, stroke = group_colours(group)
-            label = [group_title(group)] + ([instance_label(group)] if group.instances else [])
-            title = "\\n".join(_escape(t) for t in label)
+            title = "\\n".join(_escape(t) for t in (group_title(group), group_subtitle(group)))
             lines.append(f"  subgraph cluster_k{group.kernel} {{")
             lines.append(f"    label=\"{title}\"; style=\"rounded,filled\"; "
                          f"fillcolor=\"{fill}\"; color=\"{stroke}\"; fontname=Helvetica; fontsize=10;")

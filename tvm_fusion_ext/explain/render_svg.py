@@ -2,8 +2,8 @@
 
 One ``<g class="kernel">`` per kernel (``fused`` added when it runs several ops): a rounded box
 in the group's colour around its ops, titled with the kernel's position in execution order, its
-name and the bytes it keeps on chip; for GraphTurbo, a second line gives its instances' positions in
-the chosen order. Ops are ``<g class="op">``, edges ``<path class="edge">``;
+name, and on a second line the bytes it keeps on chip and, for GraphTurbo, its instances' positions
+in the chosen order. Ops are ``<g class="op">``, edges ``<path class="edge">``;
 hovering shows details (``<title>``). The layout is :func:`~.layout.layout_block`'s.
 """
 
@@ -17,9 +17,9 @@ from .style import (
     PLUMBING_FILL,
     caption,
     group_colours,
+    group_subtitle,
     group_title,
     group_tooltip,
-    instance_label,
     node_lines,
     node_tooltip,
 )
@@ -46,7 +46,7 @@ def render_svg(report: FusionReport) -> str:
     top, width = float(CAPTION_H), 24 + len(title) * 0.68 * 13
     for block in report.blocks:
         layout = layout_block(block.graph, [g.members for g in block.groups],
-                              [bool(g.instances) for g in block.groups])
+                              [bool(group_subtitle(g)) for g in block.groups])
         layer = ET.SubElement(root, "g", {"class": "block", "transform": f"translate(0,{top:.1f})"})
         boxes = [(block.groups[u.box], u) for u in layout.units if u.box is not None]
         for group, unit in boxes:
@@ -79,7 +79,7 @@ def _box(parent, group, unit) -> None:
 
 
 def _box_title(parent, group, unit) -> None:
-    """Title line (and GraphTurbo's instances), drawn with a halo of the box colour."""
+    """Title and subtitle lines, drawn with a halo of the box colour."""
     fill, stroke = group_colours(group)
     g = ET.SubElement(parent, "g", {"class": "box-title", "data-kernel": str(group.kernel)})
     if group.fused:
@@ -90,9 +90,10 @@ def _box_title(parent, group, unit) -> None:
         _text(g, unit.x + LONE_PAD, unit.y + LONE_HEADER - 3, group_title(group), FONT - 3, "title",
               fill="#666")
         left, top = unit.x + LONE_PAD, unit.y + LONE_HEADER
-    if group.instances:
-        label = _fit(instance_label(group), unit.width - 2 * (left - unit.x), FONT - 2)
-        _text(g, left, top + SUBTITLE - 4, label, FONT - 2, "instances", fill="#333", halo=fill)
+    subtitle = group_subtitle(group)
+    if subtitle:
+        label = _fit(subtitle, unit.width - 2 * (left - unit.x), FONT - 2)
+        _text(g, left, top + SUBTITLE - 4, label, FONT - 2, "subtitle", fill="#333", halo=fill)
 
 
 def _op(parent, graph, node, position, owned: bool) -> None:
@@ -102,7 +103,7 @@ def _op(parent, graph, node, position, owned: bool) -> None:
     ET.SubElement(g, "rect", {"x": f"{x:.1f}", "y": f"{y:.1f}", "width": str(NODE_W), "height": str(NODE_H),
                               "rx": "4", "fill": "white" if owned else PLUMBING_FILL})
     first, second = node_lines(graph, node.index)
-    _text(g, x + NODE_W / 2, y + 14, _fit(first, NODE_W - 8, FONT), FONT, anchor="middle")
+    _text(g, x + NODE_W / 2, y + 14, _fit(first, NODE_W - 8, FONT, middle=True), FONT, anchor="middle")
     _text(g, x + NODE_W / 2, y + 27, _fit(second, NODE_W - 8, FONT - 2), FONT - 2, anchor="middle",
           fill="#555")
 
@@ -116,10 +117,16 @@ def _text(parent, x, y, text, size, cls=None, anchor="start", fill="#222", halo=
     ET.SubElement(parent, "text", attrs).text = text
 
 
-def _fit(text: str, width: float, size: int, bold: bool = False) -> str:
-    """``text`` cut to about ``width`` pixels at ``size`` (average glyph: 0.6 em, bold 0.68 em)."""
-    chars = max(int(width / ((0.68 if bold else 0.6) * size)), 1)
-    return text if len(text) <= chars else text[:chars - 1] + "…"
+def _fit(text: str, width: float, size: int, bold: bool = False, middle: bool = False) -> str:
+    """``text`` cut to about ``width`` pixels at ``size`` (average glyph: 0.6 em, bold 0.68 em), at
+    its end or (``middle``, for op names whose tail tells them apart) in its middle."""
+    chars = max(int(width / ((0.68 if bold else 0.6) * size)), 2)
+    if len(text) <= chars:
+        return text
+    if middle:
+        head = (chars - 1) // 2
+        return text[:head] + "…" + text[len(text) - (chars - 1 - head):]
+    return text[:chars - 1] + "…"
 
 
 def _curve(points) -> str:

@@ -40,10 +40,15 @@ def node_tooltip(node: OpNode) -> str:
 
 
 def group_title(group: Group) -> str:
-    text = f"#{group.kernel} {group.name}" if group.fused else f"#{group.kernel}"
-    if group.kept_bytes:
-        text += f"  (kept {human_bytes(group.kept_bytes)})"
-    return text
+    return f"#{group.kernel} {group.name}" if group.fused else f"#{group.kernel}"
+
+
+def group_subtitle(group: Group) -> str:
+    """The second title line: bytes kept on chip (fused groups), GraphTurbo's instances."""
+    parts = [f"kept {human_bytes(group.kept_bytes)} on chip"] if group.fused else []
+    if group.instances:
+        parts.append(instance_label(group))
+    return "; ".join(parts)
 
 
 def instance_label(group: Group) -> str:
@@ -59,7 +64,7 @@ def group_tooltip(group: Group) -> str:
     if group.rule:
         lines.append(group.rule)
     if group.instances:
-        lines.append(f"{len(group.instances)} instances, at positions {group.instances} of the order")
+        lines.append(instance_label(group))
     return "\n".join(lines)
 
 
