@@ -31,8 +31,12 @@ import tvm_ffi
 from tvm import relax
 
 from ..analysis.graph import DataflowGraph, NodeKind, build_graphs, tensor_bytes
+from ..evaluation import parse_target
 from ..partitioners.apollo.micro_graphs import apollo_type, op_name
 from ..pipelines import get_strategy, preprocess_passes
+from ..relax_passes.apollo_fusion import ApolloFusion
+from ..relax_passes.graphturbo_fusion import GraphTurboFusion
+from ..relax_passes.neoflow_fusion import NeoFlowFusion
 from .inline import inline_groups
 
 
@@ -199,8 +203,6 @@ def explain(mod: tvm.IRModule, fusion: str, target: tvm.target.Target | str = "l
     through the shared pre-processing (see :func:`prefusion`), to save re-running it when
     explaining several strategies.
     """
-    from ..evaluation import parse_target
-
     label = target if isinstance(target, str) else tvm.target.Target(target).kind.name
     target = parse_target(target)
     strategy = get_strategy(fusion)
@@ -333,10 +335,7 @@ def _expr_key(expr, ids: dict):
 # What the strategies record
 # --------------------------------------------------------------------------------------------
 def _annotate(report: FusionReport, before: tvm.IRModule, passes: list, func_name: str) -> None:
-    from ..relax_passes.apollo_fusion import ApolloFusion
-    from ..relax_passes.graphturbo_fusion import GraphTurboFusion
-    from ..relax_passes.neoflow_fusion import NeoFlowFusion
-
+    """Fill each group's ``rule`` / ``instances`` from the passes that record them."""
     recorders = [p for p in passes if isinstance(p, (ApolloFusion, GraphTurboFusion, NeoFlowFusion))]
     if not recorders:
         return

@@ -24,7 +24,7 @@ NODE_GAP, ROW_GAP = 12, 18  # between ops inside a box
 PAD, HEADER = 8, 18  # box padding and its title line
 LANE, TRACK = 12, 3  # a box's left and right margins, where edges skipping its rows run
 LONE_HEADER, LONE_PAD = 12, 5  # a box around one op: a small title, a thin margin
-SUBTITLE = 12  # a second title line (GraphTurbo's instances)
+SUBTITLE = 12  # a second title line (kept bytes, GraphTurbo's instances)
 UNIT_GAP, LAYER_GAP = 20, 30  # between boxes in a row, between rows
 SWEEPS = 4
 
