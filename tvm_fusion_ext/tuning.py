@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -142,19 +143,26 @@ def rpc_runner(tracker: str, key: str, session_timeout_s: int = RPC_SESSION_TIME
     from tvm.s_tir import meta_schedule as ms
 
     host, port = parse_tracker(tracker)
+    # TVM's own tracker client retries a refused connection for a minute in a background thread
+    # (which then keeps the process alive): probe the address first.
+    try:
+        socket.create_connection((host, port), timeout=session_timeout_s).close()
+    except OSError as err:
+        raise ValueError(f"cannot reach the RPC tracker at {tracker}: {err.strerror or err}") from None
     config = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=key,
                                  session_timeout_sec=session_timeout_s)
     try:
         servers = config.count_num_servers(allow_missing=False)
-    except (ValueError, ConnectionError, OSError, tvm.error.TVMError) as err:
+    except (ValueError, OSError, RuntimeError) as err:
         if "Unable to find servers" in str(err):
             raise ValueError(f"no RPC server is registered as {key!r} with the tracker at {tracker}") from None
-        raise ValueError(f"cannot reach the RPC tracker at {tracker}: {str(err).splitlines()[0]}") from None
+        raise ValueError(f"the RPC tracker at {tracker} did not answer: {str(err).splitlines()[0]}") from None
     return ms.runner.RPCRunner(rpc_config=config, evaluator_config=ms.runner.EvaluatorConfig(**EVALUATOR),
                                max_workers=servers)
 
 
-def _local_runner():
+def local_runner():
+    """MetaSchedule's ``LocalRunner`` (a measuring process on this machine) with our settings."""
     from tvm.s_tir import meta_schedule as ms
 
     return ms.runner.LocalRunner(timeout_sec=LOCAL_TIMEOUT_S,
@@ -217,7 +225,7 @@ def _tune_cpu(fused, target, trials, work_dir, runner, progress, trials_per_iter
         complete = done.get(str(key), 0) >= trials
         remaining.append(0 if complete else max(0, trials - counts.get(key, 0)))
     if sum(remaining) > 0:
-        runner = runner or _local_runner()
+        runner = runner or local_runner()
     builder = in_process_builder("candidate.so")
     cost_model = ms.cost_model.XGBModel(extractor=ms.feature_extractor.PerStoreFeature(),
                                         adaptive_training=False, num_warmup_samples=0)
