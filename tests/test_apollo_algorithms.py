@@ -4,8 +4,7 @@ import itertools
 
 import pytest
 
-from tvm_fusion_ext.analysis.graph import DataflowGraph, OpPattern
-from tvm_fusion_ext.analysis.primitive_types import PrimitiveType
+from tvm_fusion_ext.analysis.graph import DataflowGraph
 from tvm_fusion_ext.hardware import HardwareSpec
 from tvm_fusion_ext.partitioners.apollo import (
     MAX_BRANCHES,
@@ -21,7 +20,6 @@ from tvm_fusion_ext.partitioners.apollo import (
     stitch_parallel,
     without_rules,
 )
-from tvm_fusion_ext.partitioners.apollo.micro_graphs import apollo_type
 from tvm_fusion_ext.partitioners.apollo.rules import TABLE_2
 from tvm_fusion_ext.tir_passes.reduction_forms import ReductionForm
 
@@ -103,6 +101,20 @@ def test_reshaping_ops_take_the_type_of_the_micro_graph_they_join():
     assert names(graph, state.partition()) == [["a"], ["b"], ["c"], ["r"], ["r2"], ["t"]]
 
 
+def test_data_movement_only_joins_its_consumers():
+    # DenseNet: the concatenation of earlier features takes the batch norm and relu after it; the
+    # micro-graph stays data movement, so it never becomes the epilogue of the conv that produced
+    # a feature (6-conv-epilogue would take a broadcast micro-graph)
+    graph = DataflowGraph.from_edges(
+        {"x": "opaque", "c1": "conv", "cat": "data-movement", "bn": "broadcast", "relu": "element-wise",
+         "c2": "conv"},
+        [("x", "c1"), ("x", "cat"), ("c1", "cat"), ("cat", "bn"), ("bn", "relu"), ("relu", "c2")],
+        outputs=["c2"])
+    state = aggregate(MicroGraphs(graph))
+    assert names(graph, state.partition()) == [["bn", "cat", "relu"], ["c1"], ["c2"], ["x"]]
+    assert [m[0] for m in state.merges] == ["data-movement", "data-movement"]
+
+
 def attention_head_split():
     """BERT's query projection: matmul, bias add, reshape to heads, transpose, identity copy,
     reshape for the batched matmul of the scores, which also reads the key path."""
@@ -154,17 +166,6 @@ def test_contractions_never_share_a_micro_graph_with_a_reduction():
     graph = DataflowGraph.from_edges({"m": "matmul", "e": "element-wise", "r": "reduction"},
                                      [("m", "e"), ("e", "r")], outputs=["r"])
     assert names(graph, aggregate(MicroGraphs(graph)).partition()) == [["e", "r"], ["m"]]
-
-
-def test_opaque_data_movement_is_a_reshaping_op():
-    graph = DataflowGraph.from_edges(
-        {"copy": "opaque", "gather": "opaque", "pool": "opaque"}, [],
-        patterns={"copy": OpPattern.INJECTIVE, "gather": OpPattern.INJECTIVE,
-                  "pool": OpPattern.OUT_EWISE_FUSABLE},
-        flops={"copy": 0, "gather": 3, "pool": 0})
-    # no arithmetic and injective: reshape; arithmetic or not injective: still opaque
-    assert [apollo_type(n) for n in graph.nodes] == [
-        PrimitiveType.RESHAPE, PrimitiveType.OPAQUE, PrimitiveType.OPAQUE]
 
 
 def test_cycle_creating_merge_is_refused():

@@ -113,6 +113,32 @@ def test_numerics_match_unfused(mod, fusion):
     assert_same_as_unfused(mod, fusion)
 
 
+@I.ir_module
+class DataMovement:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), y: R.Tensor((4, 8), "float32"), i: R.Tensor((3,), "int64")):
+        with R.dataflow():
+            a = R.reshape(x, (2, 16))
+            b = R.expand_dims(y, 0)
+            c = R.concat([x, y], axis=0)
+            d = R.strided_slice(x, axes=[1], begin=[2], end=[6])
+            e = R.take(x, i, axis=0)
+            f = R.permute_dims(x)
+            R.output(a, b, c, d, e, f)
+        return (a, b, c, d, e, f)
+
+
+def test_data_movement_sub_kinds():
+    from tvm_fusion_ext.partitioners.apollo.micro_graphs import apollo_type
+
+    graph = build_graph(tvm.transform.Sequential(preprocess_passes())(DataMovement))
+    types = [apollo_type(n).value for n in graph.nodes if n.prim_func is not None]
+    # expand_dims only adds a unit dimension: element-wise already (section 3.3's relations skip
+    # unit loops); concatenation, slicing and gathers move data, but not each element once in order
+    assert types == ["reshape", "element-wise", "data-movement", "data-movement", "data-movement",
+                     "transpose"]
+
+
 def _kernels(mod, fusion):
     return kernel_traffic(fusion_pipeline(fusion, TARGET)(mod)).kernels
 

@@ -226,6 +226,7 @@ _PATTERN_OF_TYPE = {
     PrimitiveType.CONV: OpPattern.OUT_EWISE_FUSABLE,
     PrimitiveType.OPAQUE: OpPattern.OPAQUE,
     PrimitiveType.RESHAPE: OpPattern.INJECTIVE,
+    PrimitiveType.DATA_MOVEMENT: OpPattern.INJECTIVE,
 }
 
 

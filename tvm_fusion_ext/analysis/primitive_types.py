@@ -48,15 +48,17 @@ class PrimitiveType(enum.Enum):
     MATMUL = "matmul"
     CONV = "conv"
     OPAQUE = "opaque"
-    # Reshaping (pure data-movement) opaque ops. Not produced by the classifier below: APOLLO's
-    # partitioner refines OPAQUE into it (partitioners.apollo.micro_graphs.apollo_type).
+    # Opaque sub-kinds that only move data: reshapes, and other data movement (slicing,
+    # concatenation, padding, gathers). Not produced by the classifier below: APOLLO's partitioner
+    # refines OPAQUE into them (partitioners.apollo.micro_graphs.apollo_type).
     RESHAPE = "reshape"
+    DATA_MOVEMENT = "data-movement"
 
     @property
     def is_opaque(self) -> bool:
         """Definition 4 holds for the sub-kinds too: each has a general dataflow relation."""
         return self in (PrimitiveType.TRANSPOSE, PrimitiveType.MATMUL, PrimitiveType.CONV,
-                        PrimitiveType.OPAQUE, PrimitiveType.RESHAPE)
+                        PrimitiveType.OPAQUE, PrimitiveType.RESHAPE, PrimitiveType.DATA_MOVEMENT)
 
 
 # Which block type names a compound op: the first one present in this order wins.

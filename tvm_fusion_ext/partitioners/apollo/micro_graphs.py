@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from tvm import relax
+
 from ...analysis.graph import DataflowGraph, NodeKind, OpNode, OpPattern
 from ...analysis.primitive_types import PrimitiveType
 
@@ -29,16 +31,24 @@ def is_eligible(graph: DataflowGraph, node: int) -> bool:
 def apollo_type(node: OpNode) -> PrimitiveType:
     """The type a node's micro-graph starts with (Algorithm 1, line 2: ``G.type = op.type``).
 
-    The node's primitive type, except that an opaque op doing pure data movement (no arithmetic,
-    TVM op pattern at most injective: reshape, squeeze, slicing, concatenation, gathers, padding)
-    is a *reshaping op* (section 3.3), :attr:`PrimitiveType.RESHAPE`, which has rules of its own
-    in :data:`~.rules.TABLE_1`. Hand-built graphs give ``"reshape"`` directly.
+    The node's primitive type, with opaque ops that only move data (no arithmetic, TVM op pattern
+    at most injective) refined into the two sub-kinds that have rules in :data:`~.rules.TABLE_1`:
+
+    * :attr:`PrimitiveType.RESHAPE`, the *reshaping ops* of section 3.3 (reshape, squeeze,
+      flatten): the output holds the input's elements in the same row-major order, as
+      :func:`tvm.relax.analysis.has_reshape_pattern` proves;
+    * :attr:`PrimitiveType.DATA_MOVEMENT`: slicing, concatenation, padding, gathers, whose output
+      does not cover its input element for element.
+
+    Hand-built graphs give these types directly.
     """
     ptype = node.ptype
-    if (ptype is PrimitiveType.OPAQUE and node.kind is NodeKind.CALL_TIR and node.flops == 0
-            and node.pattern <= OpPattern.INJECTIVE):
+    if (ptype is not PrimitiveType.OPAQUE or node.prim_func is None or node.flops
+            or node.pattern > OpPattern.INJECTIVE):
+        return ptype
+    if relax.analysis.has_reshape_pattern(node.prim_func):
         return PrimitiveType.RESHAPE
-    return ptype
+    return PrimitiveType.DATA_MOVEMENT
 
 
 def extract_subgraphs(graph: DataflowGraph) -> list[list[int]]:

@@ -10,12 +10,16 @@ rule set is updated from the downstream feedback (section 3.3: the reshape rule 
 :data:`TABLE_1` is the paper's table updated for this downstream compiler (TVM's ``FuseTIR`` and
 the default TIR schedule rather than AKG's polyhedral scheduler), as section 3.3 prescribes:
 
-* ``reshape`` (first level): the reshaping-op rule the paper removed because AKG could not schedule
-  it, restored for TVM, where a reshaping op (:attr:`PrimitiveType.RESHAPE`: pure data movement)
-  is inlined into the nest that consumes it (``compute_inline``) and never constrains loop
-  fusion. A reshaping op joins its producer or an element-wise / broadcast / transpose consumer
-  and takes that micro-graph's type, so the other rules see through it. It comes first so that
-  reshapes between two ops are absorbed before rules 1-5 look at the pair;
+* ``reshape`` and ``data-movement`` (the first level): the reshaping-op rule the paper removed
+  because AKG could not schedule it, restored for TVM, where an op that only moves data is inlined
+  into the nest that consumes it (``compute_inline``) and never constrains loop fusion. A reshaping
+  op (:attr:`PrimitiveType.RESHAPE`) joins its producer or an element-wise / broadcast / transpose
+  consumer and takes that micro-graph's type, so the other rules see through it. Other data
+  movement (:attr:`PrimitiveType.DATA_MOVEMENT`: concatenation, slicing, padding, gathers) takes
+  element-wise / broadcast / transpose / reshaping followers but keeps its type, and never
+  follows another micro-graph: its output does not cover its input element for element, so it
+  cannot be an epilogue (a conv followed by a concatenation is not one output tile). The level
+  comes first so that data movement between two ops is absorbed before rules 1-5 see the pair;
 * ``6-matmul-epilogue`` / ``6-conv-epilogue`` (in the 6-matmul / 6-conv levels): a matmul or
   conv also takes broadcast followers (bias adds, inference batch norm), reshaping followers and,
   for a matmul, transposes (the head split / merge of attention): the epilogue the default
@@ -40,6 +44,7 @@ TRANSPOSE = PrimitiveType.TRANSPOSE
 MATMUL = PrimitiveType.MATMUL
 CONV = PrimitiveType.CONV
 RESHAPE = PrimitiveType.RESHAPE
+MOVE = PrimitiveType.DATA_MOVEMENT
 
 
 @dataclass(frozen=True)
@@ -63,19 +68,21 @@ def _rows(name: str, producers: Iterable[PrimitiveType], consumers: Iterable[Pri
     return tuple(Rule(name, p, c, result) for p in producers for c in consumers)
 
 
-def _transparent(name: str, types: Iterable[PrimitiveType], follower_of: Iterable[PrimitiveType]
-                 ) -> tuple[Rule, ...]:
-    """Reshaping ops take the type of the micro-graph they join: ``(T, reshape) -> T`` for every
-    producer type ``T`` in ``types``, ``(reshape, T) -> T`` for every consumer type in
-    ``follower_of``, and ``(reshape, reshape) -> reshape``."""
-    return ((Rule(name, RESHAPE, RESHAPE, RESHAPE),)
-            + tuple(Rule(name, t, RESHAPE, t) for t in types)
-            + tuple(Rule(name, RESHAPE, t, t) for t in follower_of))
+def _data_movement(inner: Iterable[PrimitiveType]) -> tuple[Rule, ...]:
+    """The first level (see the module docstring): ``(T, reshape) -> T`` and ``(reshape, T) -> T``
+    for every type ``T`` in ``inner``; a data-movement micro-graph takes any follower of those
+    types (and reshapes, and data movement) and stays data movement."""
+    inner = tuple(inner)
+    return ((Rule("reshape", RESHAPE, RESHAPE, RESHAPE),)
+            + tuple(Rule("reshape", t, RESHAPE, t) for t in inner)
+            + tuple(Rule("reshape", RESHAPE, t, t) for t in inner)
+            + _rows("data-movement", [MOVE], [*inner, RESHAPE, MOVE], MOVE)
+            + _rows("data-movement", [RESHAPE], [MOVE], MOVE))
 
 
 # Table 1 for TVM (see the module docstring), in Algorithm 1's priority order (line 4).
 TABLE_1: tuple[RuleLevel, ...] = (
-    _transparent("reshape", [EW, BC, TRANSPOSE], [EW, BC, TRANSPOSE]),
+    _data_movement([EW, BC, TRANSPOSE]),
     _rows("1", [EW], [EW], EW),
     _rows("2", [BC], [EW], BC),
     _rows("3", [BC], [BC], BC),
