@@ -24,7 +24,7 @@ import tvm_ffi
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from ..analysis.graph import DataflowGraph, build_graphs
+from ..analysis.graph import DataflowGraph, NodeKind, build_graphs
 from ..registration import register_pass
 
 Partitioner = Callable[[DataflowGraph], Iterable[Sequence[int]]]
@@ -72,6 +72,30 @@ def validate_partition(graph: DataflowGraph, groups: Iterable[Sequence[int]]) ->
         result.append(members)
     _check_acyclic_between_groups(graph, result)
     return result
+
+
+def detach_exported_items(graph: DataflowGraph, groups: list[list[int]]) -> list[list[int]]:
+    """Take out of each group the tuple-get-items of a tuple made outside the group whose item is
+    also needed outside it (a block output or an input of another kernel).
+
+    Inside the group such an item is a parameter (``FunctionCreator`` splits partially used tuple
+    parameters per item), so the group would return one of its own parameters, which ``FuseTIR``
+    cannot lower ("There must be an in-place index specified for each output"). Left outside, the
+    item is an ordinary parameter of the group. A convex group stays convex: the tuple does not
+    depend on the group, or the group would not have been convex. Groups left with fewer than two
+    bindings are dropped."""
+    result = []
+    for members in groups:
+        inside = set(members)
+        kept = [m for m in members if not _exported_item(graph.nodes[m], inside)]
+        if len(kept) >= 2:
+            result.append(kept)
+    return result
+
+
+def _exported_item(node, inside: set[int]) -> bool:
+    return (node.kind is NodeKind.TUPLE_GET_ITEM and not any(p in inside for p in node.inputs)
+            and (node.is_block_output or any(c not in inside for c in node.outputs)))
 
 
 def _check_acyclic_between_groups(graph: DataflowGraph, groups: list[list[int]]) -> None:
@@ -303,6 +327,7 @@ class _GroupRewriter(PyExprMutator):
         graph = next((g for g in self.graphs
                       if g.bindings and g.bindings[0].same_as(block.bindings[0])), None)
         groups = validate_partition(graph, self.partitioner(graph)) if graph is not None else []
+        groups = detach_exported_items(graph, groups) if groups else groups
         self.group_counts.append(len(groups))
         if not groups:
             return super().visit_dataflow_block_(block)
