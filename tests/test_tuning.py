@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from cases.foundation import ConvBiasReluSoftmax
 from dsa_cases.relax_mods import MatmulBias
 from tvm import relax
@@ -18,6 +19,7 @@ from tvm_fusion_ext import evaluation, tuning
 from tvm_fusion_ext.cli import main
 from tvm_fusion_ext.pipelines import fusion_pipeline
 from tvm_fusion_ext.testing import verify
+from tvm_fusion_ext.tir_passes.default_schedule import untuned_schedule
 
 TARGET = tuning.tuning_target(evaluation.parse_target("llvm"), 2)
 TRIALS = 3
@@ -58,6 +60,21 @@ def test_first_run_measures_every_kernel_within_budget(tuned):
     assert len(_record_lines(work_dir)) == first.measured
     for task in first.tasks:
         assert task.best_secs is not None and 0 < task.best_secs < tuning.FAILED_SECS
+
+
+def test_first_record_of_each_kernel_is_the_untuned_schedule(tuned):
+    """So the tuned compile is never slower than the untuned one, whatever the budget."""
+    _, first, _ = tuned
+    matches: dict[int, list[bool]] = {}
+    for record in first.database.get_all_tuning_records():
+        workload_mod = record.workload.mod
+        untuned = untuned_schedule(workload_mod["main"], TARGET)
+        sch = tvm.s_tir.Schedule(workload_mod)
+        record.trace.apply_to_schedule(sch, remove_postproc=False)
+        matches.setdefault(tvm_ffi.structural_hash(workload_mod), []).append(
+            tvm_ffi.structural_equal(sch.mod, untuned.mod))
+    assert len(matches) == len(first.tasks)
+    assert all(found.count(True) == 1 for found in matches.values()), matches
 
 
 def test_rerun_with_the_same_directory_resumes(tuned):

@@ -24,8 +24,10 @@ policy="tuned")`` under the database :func:`open_records` returns.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+import shutil
 import socket
 import tempfile
 import warnings
@@ -65,6 +67,7 @@ LOCAL_TIMEOUT_S = 60
 RPC_SESSION_TIMEOUT_S = 60
 # Run times at or above this are failed runs (MetaSchedule commits those as 1e10 s).
 FAILED_SECS = 1e9
+_LOG = logging.getLogger(__name__)
 
 
 class TuningRecordsWarning(UserWarning):
@@ -237,8 +240,14 @@ def _tune_cpu(fused, target, trials, work_dir, runner, progress, trials_per_iter
         if left > 0:
             if bar is not None:
                 bar.set_description(task.task_name[:40])
-            _tune_task(task, index, left, target, work_dir, database, builder, runner, cost_model,
-                       bar, min(trials_per_iter, left), seed)
+            if before_counts(counts, task) == 0:
+                _seed_untuned(task, target, database, builder, runner)
+                if bar is not None:
+                    bar.update(database_size(database) - before)
+            searched = left - (database_size(database) - before)
+            if searched > 0:
+                _tune_task(task, index, searched, target, work_dir, database, builder, runner, cost_model,
+                           bar, min(trials_per_iter, searched), seed)
             key = str(workload_key(task.dispatched[0]))
             done[key] = max(trials, done.get(key, 0))
             save_done(done_path, done)
@@ -249,10 +258,63 @@ def _tune_cpu(fused, target, trials, work_dir, runner, progress, trials_per_iter
     if bar is not None:
         bar.close()
     best = _best_secs(database)
-    reports = [TaskReport(task.task_name, counts.get(workload_key(task.dispatched[0]), 0), new,
+    reports = [TaskReport(task.task_name, before_counts(counts, task), new,
                           best.get(workload_key(task.dispatched[0])))
                for task, new in zip(tasks, measured)]
     return TuneReport(database, work_dir, trials, reports, [task.task_name for task in skipped])
+
+
+def before_counts(counts: dict[int, int], task) -> int:
+    """Records a task had when this run started."""
+    return counts.get(workload_key(task.dispatched[0]), 0)
+
+
+def _seed_untuned(task, target, database, builder, runner) -> bool:
+    """Measure the ``untuned`` policy's schedule of a kernel with the tuning builder and runner
+    and commit it as the kernel's first record (one trial of the budget).
+
+    So the best record is never slower than the untuned schedule (up to measurement noise) even
+    with a budget too small for the search to beat it, and evolutionary search starts from it
+    (its initial population takes the best measured traces). Nothing is committed when no default
+    rule applies, the trace does not replay on the task's module (that is how a record is applied
+    when compiling), or the candidate fails to build or run.
+    """
+    import tvm_ffi
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    from .tir_passes.default_schedule import untuned_schedule
+
+    workload_mod = task.dispatched[0]
+    sch = untuned_schedule(workload_mod["main"], target)
+    if sch is None:
+        return _not_seeded(task, "no default rule applies")
+    replay = s_tir.Schedule(workload_mod)
+    sch.trace.apply_to_schedule(replay, remove_postproc=False)
+    if not tvm_ffi.structural_equal(replay.mod, sch.mod):
+        return _not_seeded(task, "its trace does not replay")
+    (built,) = builder.build([ms.builder.BuilderInput(sch.mod, target)])
+    if built.error_msg is not None:
+        return _not_seeded(task, built.error_msg)
+    args_info = ms.arg_info.ArgInfo.from_prim_func(workload_mod["main"])
+    # the device type string MetaSchedule's task scheduler gives runners ("cpu" for llvm)
+    device_type = str(tvm.runtime.device(target.get_target_device_type(), 0)).partition(":")[0]
+    try:
+        (future,) = runner.run([ms.runner.RunnerInput(built.artifact_path, device_type, args_info)])
+        result = future.result()
+    finally:
+        shutil.rmtree(os.path.dirname(built.artifact_path), ignore_errors=True)
+    if result.error_msg is not None or not result.run_secs:
+        return _not_seeded(task, result.error_msg or "no run time")
+    database.commit_tuning_record(ms.database.TuningRecord(
+        sch.trace, database.commit_workload(workload_mod), result.run_secs, target, args_info))
+    return True
+
+
+def _not_seeded(task, why: str) -> bool:
+    lines = [line for line in why.splitlines() if line.strip()]
+    _LOG.warning("untuned schedule of %s not measured: %s", task.task_name, lines[-1] if lines else why)
+    return False
 
 
 def _tune_task(task, index, trials, target, work_dir, database, builder, runner, cost_model, bar,

@@ -53,11 +53,11 @@ class DefaultSchedule:
                 continue
             target = self._target_of(func)
             spec = self.spec or spec_for_target(target)
-            rules = self.rules if self.rules is not None else [AnchorLoopFusion(spec), PlainSchedule(spec)]
-            scheduled, rule_name = _first_applicable(func, target, rules)
+            rules = self.rules if self.rules is not None else default_rules(spec)
+            sch, rule_name = _first_applicable(func, target, rules)
             self.stats[rule_name] += 1
-            if scheduled is not None:
-                updates[gvar] = scheduled.with_attr("tirx.is_scheduled", True)
+            if sch is not None:
+                updates[gvar] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
         mod = mod.clone() if updates else mod  # never modify the caller's module in place
         for gvar, func in updates.items():
             mod[gvar] = func
@@ -75,8 +75,19 @@ def default_schedule_pass(target: tvm.target.Target | None = None,
     return DefaultSchedule(target, spec)
 
 
+def default_rules(spec: HardwareSpec) -> list:
+    """The default rule list, in the order they are tried."""
+    return [AnchorLoopFusion(spec), PlainSchedule(spec)]
+
+
+def untuned_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
+    """The ``s_tir.Schedule`` :class:`DefaultSchedule` gives ``func`` (``None`` when every rule
+    declines); MetaSchedule tuning measures its trace as the first record of a kernel."""
+    return _first_applicable(func, target, default_rules(spec_for_target(target)))[0]
+
+
 def _first_applicable(func: tirx.PrimFunc, target, rules):
-    """``(scheduled PrimFunc, rule name)`` of the first rule that applies, or ``(None, UNSCHEDULED)``."""
+    """``(schedule, rule name)`` of the first rule that applies, or ``(None, UNSCHEDULED)``."""
     for rule in rules:
         try:
             sch = rule.apply(func, target, False)
@@ -84,7 +95,7 @@ def _first_applicable(func: tirx.PrimFunc, target, rules):
             _LOG.debug("rule %s declined after an error", type(rule).__name__, exc_info=True)
             continue
         if sch is not None:
-            return sch.mod["main"], type(rule).__name__
+            return sch, type(rule).__name__
     return None, UNSCHEDULED
 
 
