@@ -42,28 +42,40 @@ SHARDS = 2
 EXAMPLES = 50  # per shard: SHARDS * EXAMPLES random graphs under every strategy
 DSA_EXAMPLES = 4
 DSA_CONFIG = GraphConfig(max_ops=5, max_inputs=2)
+STRATEGIES = tvm_fusion_ext.fusion_names()
 
 
 def _fuzz(strategy, examples: int, seed: int, targets) -> int:
-    """Check ``examples`` modules of ``strategy``; on a failure save the shrunk module and fail."""
-    last: dict = {}
+    """Check ``examples`` modules of ``strategy``; on a failure save the shrunk module and fail.
+
+    Once a case fails, shrinking re-checks only the failing strategies and keeps only failures
+    with the same signature (strategy, kind, exception type), so each shrink step is cheap and
+    the shrunk module fails the same way."""
+    last: dict = {"count": 0}
+    focus: dict = {}
 
     @hypothesis.seed(seed)
     @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
               suppress_health_check=list(HealthCheck), print_blob=True)
     @hypothesis.given(strategy)
     def check(mod):
-        last["mod"] = mod
-        last["result"] = differential.check_module(mod, targets=targets)
-        last["count"] = last.get("count", 0) + 1
-        assert not last["result"].failures
+        result = differential.check_module(mod, focus.get("strategies"), targets=targets)
+        failures = [f for f in result.failures
+                    if "signatures" not in focus or f.signature in focus["signatures"]]
+        last.update(mod=mod, failures=failures, count=last["count"] + 1)
+        if failures and not focus:
+            focus["signatures"] = {f.signature for f in failures}
+            focus["strategies"] = sorted({f.strategy for f in failures} & set(STRATEGIES)) or None
+        assert not failures
 
     try:
         check()
-    except AssertionError:  # the last run is hypothesis' final replay of the shrunk example
-        path = differential.save_regression(last["mod"], last["result"].failures, REGRESSIONS,
+    except Exception:  # the last run is hypothesis' final replay of the shrunk example
+        if not last.get("failures"):
+            raise
+        path = differential.save_regression(last["mod"], last["failures"], REGRESSIONS,
                                             origin=f"tests/test_fuzz.py, hypothesis seed {seed}")
-        failures = "\n".join(map(str, last["result"].failures))
+        failures = "\n".join(map(str, last["failures"]))
         pytest.fail(f"fuzzing failed; shrunk module saved as {path}:\n{failures}")
     return last["count"]
 
