@@ -1,8 +1,8 @@
 """AnchorLoopFusion (GraphTurbo section 4.1, APOLLO section 4.2 stitching) on fused PrimFuncs.
 
 Before: ``tir_cases/fused.py`` (stock FuseOps + FuseTIR output). Expected: ``tir_cases/
-fused_expected.py`` under ``FAKE_SPEC`` (2 cores, 128-bit vectors, 2 KiB fast memory), which forces
-real tiling on these small shapes.
+fused_expected.py`` under ``FAKE_SPEC`` (2 cores, 128-bit vectors, 2 KiB fast memory, 1 KiB L1),
+which forces real tiling and reduction blocking on these small shapes.
 """
 
 import math
@@ -13,7 +13,7 @@ import tvm
 from tir_cases import fused, fused_expected
 from tvm import s_tir
 
-from tvm_fusion_ext.hardware import HardwareSpec
+from tvm_fusion_ext.hardware import CPUSpec, HardwareSpec
 from tvm_fusion_ext.tir_passes import AnchorLoopFusion
 from tvm_fusion_ext.tir_passes.analysis import (
     analyze_blocks,
@@ -23,9 +23,10 @@ from tvm_fusion_ext.tir_passes.analysis import (
     tile_footprint,
 )
 
-FAKE_SPEC = HardwareSpec("fake", num_cores=2, vector_bytes=16, fast_memory_bytes=2048,
-                         vector_registers=16)
-CASES = ["conv2d_bias_relu", "matmul_bias_gelu", "softmax", "layer_norm", "sum_divide"]
+FAKE_SPEC = CPUSpec("fake", num_cores=2, vector_bytes=16, fast_memory_bytes=2048, vector_registers=16,
+                    l1_bytes=1024)
+CASES = ["conv2d_bias_relu", "conv2d_7x7_bias_relu", "matmul_bias_gelu", "matmul_nt_bias", "softmax",
+         "layer_norm", "sum_divide"]
 
 
 def _schedule(name, spec=FAKE_SPEC):
@@ -39,7 +40,8 @@ def _infos(func):
 
 
 @pytest.mark.parametrize("name, anchor", [
-    ("conv2d_bias_relu", "conv2d_nchw"), ("matmul_bias_gelu", "matmul"),
+    ("conv2d_bias_relu", "conv2d_nchw"), ("conv2d_7x7_bias_relu", "conv2d_nchw"),
+    ("matmul_bias_gelu", "matmul"), ("matmul_nt_bias", "matmul"),
     ("softmax", "T_softmax_norm"), ("layer_norm", "T_layer_norm"), ("sum_divide", "T_divide"),
 ])
 def test_anchor_is_contraction_else_last_block(name, anchor):
@@ -87,7 +89,9 @@ def _layer_norm(x, g, b):
 
 REFERENCES = {
     "conv2d_bias_relu": _conv2d_bias_relu,
+    "conv2d_7x7_bias_relu": _conv2d_bias_relu,
     "matmul_bias_gelu": lambda x, w, b: _gelu(x @ w + b),
+    "matmul_nt_bias": lambda x, w, b: x @ w.T + b,
     "softmax": _softmax,
     "layer_norm": _layer_norm,
     "sum_divide": lambda x: x / x.sum(-1, keepdims=True),
@@ -106,15 +110,20 @@ def test_scheduled_kernel_matches_numpy(name):
     np.testing.assert_allclose(out.numpy(), REFERENCES[name](*inputs), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["conv2d_bias_relu", "softmax", "layer_norm", "sum_divide"])
+@pytest.mark.parametrize("name", ["conv2d_bias_relu", "conv2d_7x7_bias_relu", "matmul_nt_bias", "softmax",
+                                  "layer_norm", "sum_divide"])
 def test_no_full_size_intermediate_remains(name):
-    before = lowered_allocations(getattr(fused, name))
+    """Every intermediate, and every per-tile copy of a packed operand, is local and smaller
+    than the tensor it holds a tile of."""
+    func = getattr(fused, name)
+    full = {**lowered_allocations(func),
+            **{p.name: ([int(d) for d in p.ty.shape], "global") for p in func.params}}
     after = lowered_allocations(_schedule(name))
     assert after, "every case has intermediates"
     for buf, (shape, scope) in after.items():
-        full = before[buf.removesuffix("_local")][0]
+        whole = full[buf.removesuffix("_local")][0]
         assert scope == "local"
-        assert math.prod(shape) < math.prod(full), (buf, shape, full)
+        assert math.prod(shape) < math.prod(whole), (buf, shape, whole)
 
 
 def test_rows_become_one_loop_nest_with_scalar_intermediates():

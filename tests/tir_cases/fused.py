@@ -1,6 +1,7 @@
 # ruff: noqa  (TVMScript printed by TVM; kept as printed)
-"""Fused PrimFuncs as stock FuseOps + FuseTIR produce them (small shapes), and one hand-fused
-reduction -> divide chain (APOLLO section 4.2 stitching). Inputs of the TIR schedule tests."""
+"""Fused PrimFuncs as stock FuseOps + FuseTIR produce them (small shapes), and two hand-fused ones:
+a reduction -> divide chain (APOLLO section 4.2 stitching) and a matmul with a transposed (NT)
+weight. Inputs of the TIR schedule tests."""
 
 
 from tvm.script import tirx as T
@@ -190,3 +191,59 @@ def sum_divide(x: T.Buffer((T.int64(4), T.int64(32)), "float32"), T_divide: T.Bu
             T.reads(x[v_ax0, v_ax1], x_red[v_ax0, T.int64(0)])
             T.writes(T_divide[v_ax0, v_ax1])
             T_divide[v_ax0, v_ax1] = x[v_ax0, v_ax1] / x_red[v_ax0, T.int64(0)]
+
+
+@T.prim_func(s_tir=True)
+def conv2d_7x7_bias_relu(x: T.Buffer((T.int64(1), T.int64(4), T.int64(7), T.int64(7)), "float32"), w: T.Buffer((T.int64(8), T.int64(4), T.int64(3), T.int64(3)), "float32"), b: T.Buffer((T.int64(1), T.int64(8), T.int64(1), T.int64(1)), "float32"), compute_intermediate: T.Buffer((T.int64(1), T.int64(8), T.int64(7), T.int64(7)), "float32")):
+    T.func_attr({"tirx.noalias": True})
+    # with T.sblock("root"):
+    pad_temp = T.sblock_alloc_buffer((T.int64(1), T.int64(4), T.int64(9), T.int64(9)))
+    conv2d_nchw_intermediate = T.sblock_alloc_buffer((T.int64(1), T.int64(8), T.int64(7), T.int64(7)))
+    T_add_intermediate = T.sblock_alloc_buffer((T.int64(1), T.int64(8), T.int64(7), T.int64(7)))
+    for i0, i1, i2, i3 in T.grid(T.int64(1), T.int64(4), T.int64(9), T.int64(9)):
+        with T.sblock("pad_temp"):
+            v_i0, v_i1, v_i2, v_i3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
+            T.reads(x[v_i0, v_i1, v_i2 - T.int64(1), v_i3 - T.int64(1)])
+            T.writes(pad_temp[v_i0, v_i1, v_i2, v_i3])
+            pad_temp[v_i0, v_i1, v_i2, v_i3] = T.if_then_else(T.int64(1) <= v_i2 and v_i2 < T.int64(8) and T.int64(1) <= v_i3 and v_i3 < T.int64(8), x[v_i0, v_i1, v_i2 - T.int64(1), v_i3 - T.int64(1)], T.float32(0.0))
+    for nn, ff, yy, xx, rc, ry, rx in T.grid(T.int64(1), T.int64(8), T.int64(7), T.int64(7), T.int64(4), T.int64(3), T.int64(3)):
+        with T.sblock("conv2d_nchw"):
+            v_nn, v_ff, v_yy, v_xx, v_rc, v_ry, v_rx = T.axis.remap("SSSSRRR", [nn, ff, yy, xx, rc, ry, rx])
+            T.reads(pad_temp[v_nn, v_rc, v_yy + v_ry, v_xx + v_rx], w[v_ff, v_rc, v_ry, v_rx])
+            T.writes(conv2d_nchw_intermediate[v_nn, v_ff, v_yy, v_xx])
+            with T.init():
+                conv2d_nchw_intermediate[v_nn, v_ff, v_yy, v_xx] = T.float32(0.0)
+            conv2d_nchw_intermediate[v_nn, v_ff, v_yy, v_xx] = conv2d_nchw_intermediate[v_nn, v_ff, v_yy, v_xx] + pad_temp[v_nn, v_rc, v_yy + v_ry, v_xx + v_rx] * w[v_ff, v_rc, v_ry, v_rx]
+    for ax0, ax1, ax2, ax3 in T.grid(T.int64(1), T.int64(8), T.int64(7), T.int64(7)):
+        with T.sblock("T_add"):
+            v_ax0, v_ax1, v_ax2, v_ax3 = T.axis.remap("SSSS", [ax0, ax1, ax2, ax3])
+            T.reads(conv2d_nchw_intermediate[v_ax0, v_ax1, v_ax2, v_ax3], b[v_ax0, v_ax1, T.int64(0), T.int64(0)])
+            T.writes(T_add_intermediate[v_ax0, v_ax1, v_ax2, v_ax3])
+            T_add_intermediate[v_ax0, v_ax1, v_ax2, v_ax3] = conv2d_nchw_intermediate[v_ax0, v_ax1, v_ax2, v_ax3] + b[v_ax0, v_ax1, T.int64(0), T.int64(0)]
+    for i0, i1, i2, i3 in T.grid(T.int64(1), T.int64(8), T.int64(7), T.int64(7)):
+        with T.sblock("compute"):
+            v_i0, v_i1, v_i2, v_i3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
+            T.reads(T_add_intermediate[v_i0, v_i1, v_i2, v_i3])
+            T.writes(compute_intermediate[v_i0, v_i1, v_i2, v_i3])
+            compute_intermediate[v_i0, v_i1, v_i2, v_i3] = T.max(T_add_intermediate[v_i0, v_i1, v_i2, v_i3], T.float32(0.0))
+
+
+@T.prim_func(s_tir=True)
+def matmul_nt_bias(x: T.Buffer((T.int64(16), T.int64(32)), "float32"), w: T.Buffer((T.int64(16), T.int64(32)), "float32"), b: T.Buffer((T.int64(16),), "float32"), T_add_intermediate: T.Buffer((T.int64(16), T.int64(16)), "float32")):
+    T.func_attr({"tirx.noalias": True})
+    # with T.sblock("root"):
+    matmul_intermediate = T.sblock_alloc_buffer((T.int64(16), T.int64(16)))
+    for i0, i1, k in T.grid(T.int64(16), T.int64(16), T.int64(32)):
+        with T.sblock("matmul"):
+            v_i0, v_i1, v_k = T.axis.remap("SSR", [i0, i1, k])
+            T.reads(x[v_i0, v_k], w[v_i1, v_k])
+            T.writes(matmul_intermediate[v_i0, v_i1])
+            with T.init():
+                matmul_intermediate[v_i0, v_i1] = T.float32(0.0)
+            matmul_intermediate[v_i0, v_i1] = matmul_intermediate[v_i0, v_i1] + x[v_i0, v_k] * w[v_i1, v_k]
+    for ax0, ax1 in T.grid(T.int64(16), T.int64(16)):
+        with T.sblock("T_add"):
+            v_ax0, v_ax1 = T.axis.remap("SS", [ax0, ax1])
+            T.reads(matmul_intermediate[v_ax0, v_ax1], b[v_ax1])
+            T.writes(T_add_intermediate[v_ax0, v_ax1])
+            T_add_intermediate[v_ax0, v_ax1] = matmul_intermediate[v_ax0, v_ax1] + b[v_ax1]

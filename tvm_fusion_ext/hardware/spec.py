@@ -7,7 +7,9 @@ passes therefore only need a few generic facts, which every spec provides:
 * ``num_cores``: parallel compute units the outermost fused loop is spread over;
 * ``vector_bytes``: SIMD width, for the innermost vectorised loop;
 * ``fast_memory_bytes``: per-core memory a tile's working set must fit (L2 on a CPU, LB on a DSA);
-* ``vector_registers``: how many vector accumulators a register tile may keep live.
+* ``vector_registers``: how many vector registers a register tile may keep live, and the
+  ``fma_units`` / ``load_units`` / ``fma_latency`` that the micro-kernel's cost model reads;
+* :meth:`HardwareSpec.panel_bytes`: memory next to the registers (L1) for one micro-kernel's panels.
 
 :class:`CPUSpec` fills them from the machine (``/sys`` cache sizes, affinity) and from the
 ``Target`` (``num-cores``, ``vector-width``, ``mcpu``/``mattr``). Other targets add their own
@@ -21,6 +23,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import tvm
 
@@ -36,11 +39,22 @@ class HardwareSpec:
     vector_bytes: int
     fast_memory_bytes: int
     vector_registers: int = 16
+    # Pipeline of one core as a register micro-kernel sees it (class facts, not spec fields): FMA
+    # and load units per cycle and the FMA latency, so ``fma_units * fma_latency`` independent
+    # accumulators keep it busy. The defaults hold for x86 cores since Haswell / Zen.
+    fma_units: ClassVar[int] = 2
+    load_units: ClassVar[int] = 2
+    fma_latency: ClassVar[int] = 4
 
     def vector_lanes(self, dtype: str) -> int:
         """Elements of ``dtype`` in one vector register (at least 1)."""
         bits = tvm.runtime.DataType(dtype).bits
         return max(1, self.vector_bytes * 8 // max(bits, 8))
+
+    def panel_bytes(self) -> int:
+        """Memory the operand panels of one register micro-kernel should fit, i.e. the memory
+        level nearest the registers (a CPU's L1). By default 1/16 of the fast memory."""
+        return self.fast_memory_bytes // 16
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,10 @@ class CPUSpec(HardwareSpec):
             l2_bytes=l2,
             l3_bytes=caches.get(3, 8 * 1024 * 1024),
         )
+
+    def panel_bytes(self) -> int:
+        """Half the L1 data cache (the rest holds the broadcast stream and accumulator spills)."""
+        return self.l1_bytes // 2
 
 
 SpecFactory = Callable[[tvm.target.Target], HardwareSpec]

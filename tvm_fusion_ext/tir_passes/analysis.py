@@ -86,20 +86,6 @@ class BlockInfo:
             return pos
         return None
 
-    def register_position(self, vector_pos: int) -> int | None:
-        """Register-tile loop of a contraction: innermost spatial loop (not the vector one) whose
-        iter an operand walked by the vector loop does not use, so that operand's vector load is
-        reused across it (``i`` of a matmul, output channel ``f`` of a conv)."""
-        vec_var = self.loop_iters[vector_pos].var
-        streamed = [r for r in self.operand_reads if any(uses_any(rg.min, [vec_var]) for rg in r.region)]
-        for pos in reversed(self.spatial_positions):
-            if pos == vector_pos or self.extents[pos] <= 1:
-                continue
-            var = self.loop_iters[pos].var
-            if any(not any(uses_any(rg.min, [var]) for rg in r.region) for r in streamed):
-                return pos
-        return None
-
 
 def analyze_blocks(sch: s_tir.Schedule) -> list[tuple[object, BlockInfo]] | None:
     """``[(block_rv, BlockInfo)]`` for the root's child blocks, or ``None`` if any is unsupported."""
@@ -147,23 +133,54 @@ def pick_anchor(infos: list[BlockInfo]) -> int:
     return len(infos) - 1
 
 
+@dataclass(frozen=True)
+class Access:
+    """One buffer region of a block as an affine function of its loop positions.
+
+    ``dims`` holds, per buffer dimension, ``(size, extent, coefficients)``: the region's extent
+    at one loop iteration and the index's coefficient for each loop position, or ``(size, None,
+    None)`` when the index is not affine (the dimension then counts whole).
+    """
+
+    dims: tuple
+    itemsize: int
+
+    def elements(self, extents) -> int:
+        """Elements touched while every loop ``p`` runs over ``extents[p]`` iterations."""
+        total = 1
+        for size, extent, coeffs in self.dims:
+            if coeffs is None:
+                total *= size
+                continue
+            total *= min(size, extent + sum(abs(c) * (e - 1) for c, e in zip(coeffs, extents)))
+        return total
+
+    def bytes(self, extents) -> int:
+        return self.elements(extents) * self.itemsize
+
+
+def accesses(info: BlockInfo) -> list[Access]:
+    """The :class:`Access` of every operand read and of the write of ``info``."""
+    iters = [iv.var for iv in info.loop_iters]
+    out = []
+    for region in list(info.operand_reads) + list(info.block.writes):
+        dims = []
+        for dim, rg in enumerate(region.region):
+            size = int(region.source.shape[dim])
+            coeffs = sym.detect_linear_equation(rg.min, iters) if _is_int(rg.extent) else []
+            if len(coeffs) == 0:
+                dims.append((size, None, None))
+            else:
+                dims.append((size, int(rg.extent), tuple(int(c) for c in coeffs[:-1])))
+        out.append(Access(tuple(dims), tvm.runtime.DataType(str(region.source.dtype)).bits // 8))
+    return out
+
+
 def tile_footprint(info: BlockInfo, tile: dict[int, int]) -> int:
     """Bytes touched by one tile of ``info``: ``tile`` maps loop position -> tile extent; loops
     not in it (reduce loops included) cover their whole extent. Non-affine indices count whole."""
-    extent_of = {info.loop_iters[p].var: tile.get(p, info.extents[p]) for p in range(len(info.extents))}
-    iters = list(extent_of)
-    total = 0
-    for region in list(info.operand_reads) + list(info.block.writes):
-        elements = 1
-        for dim, rg in enumerate(region.region):
-            coeffs = sym.detect_linear_equation(rg.min, iters) if _is_int(rg.extent) else []
-            if len(coeffs) == 0:
-                elements *= int(region.source.shape[dim])
-                continue
-            span = int(rg.extent) + sum(abs(int(c)) * (extent_of[v] - 1) for c, v in zip(coeffs[:-1], iters))
-            elements *= min(span, int(region.source.shape[dim]))
-        total += elements * tvm.runtime.DataType(str(region.source.dtype)).bits // 8
-    return total
+    extents = [tile.get(p, e) for p, e in enumerate(info.extents)]
+    return sum(a.bytes(extents) for a in accesses(info))
 
 
 def choose_tile(info: BlockInfo, tiled: list[int], minimum: dict[int, int],

@@ -8,11 +8,14 @@ Fusion within Layers", Fig. 11), :class:`AnchorLoopFusion`
 2. inlines injective producers (single-consumer or pure data movement) and the element-wise /
    broadcast chain after the anchor (``compute_inline``), so few blocks remain;
 3. tiles the anchor's outer spatial loops with the largest divisors whose tile working set fits
-   the spec's fast memory (:func:`.analysis.choose_tile`); a contraction also gets a register tile
-   (an operand's vector load reused across one loop) and a vector loop;
-4. ``compute_at``s the remaining producers (padding, reductions) into the tile loop and
-   ``reverse_compute_at``s the consumers into the innermost spatial tile loop, then gives every
-   intermediate that now lives inside one tile the ``local`` scope, so lowering
+   the spec's fast memory (:func:`.analysis.choose_tile`). A contraction instead gets a register
+   tile (:mod:`.register_tile`): a micro-kernel of vector accumulators kept in registers over a
+   reduction block that fits L1, inside spatial tiles that fit the fast memory with the least
+   operand traffic; operands walked along the vector loop in the wrong layout are packed per tile;
+4. ``compute_at``s the remaining producers (padding, reductions) into the tile loop (a blocked
+   contraction: its reduction-block loop) and ``reverse_compute_at``s the consumers into the
+   innermost spatial tile loop (a contraction: the tile loop, after the whole reduction), then
+   gives every intermediate that now lives inside one tile the ``local`` scope, so lowering
    (``CompactBufferAllocation``) shrinks it to the tile;
 5. parallelises the fused outermost tile loop across cores and vectorises innermost loops.
 
@@ -42,10 +45,12 @@ from .analysis import (
     uses_any,
     vector_factor,
 )
+from .register_tile import RegisterTile, plan_register_tile
 from .rule_base import SpecScheduleRule
 
-# Vector registers kept free for operands when sizing the register tile of a contraction.
-_OPERAND_REGISTERS = 4
+# Inner reduction loops (after the block's first) are unrolled when their extents multiply to at
+# most this: the 3 x 3 window of a conv, so that the long channel loop carries the accumulators.
+_MAX_UNROLLED_WINDOW = 16
 
 
 class AnchorLoopFusion(SpecScheduleRule):
@@ -62,38 +67,58 @@ class AnchorLoopFusion(SpecScheduleRule):
         infos = [info for _, info in analyzed]
         names = [info.name for info in infos]
         anchor = infos[names.index(anchor_name)]
-        plan = _plan_tiles(anchor, infos[: names.index(anchor_name)], spec, str(
-            anchor.block.writes[0].source.dtype))
-        if plan is None:
-            return None
-        tile_loop, inner_attach = _tile_anchor(sch, anchor, plan, spec)
+        producers, consumers = names[: names.index(anchor_name)], names[names.index(anchor_name) + 1:]
+        lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
+        register_tile = plan_register_tile(anchor, spec) if anchor.is_contraction else None
+        if register_tile is not None:
+            loops = _tile_contraction(sch, anchor, register_tile, lanes)
+            tile_loop, consumer_attach = loops.tile, loops.tile
+            producer_attach = loops.reduce_outer[0] if loops.reduce_outer else loops.tile
+            consumers += loops.added_consumers
+        else:
+            plan = _plan_tiles(anchor, infos[: names.index(anchor_name)], spec, lanes)
+            if plan is None:
+                return None
+            tile_loop, consumer_attach = _tile_anchor(sch, anchor, plan)
+            producer_attach = consumer_attach if not anchor.is_reduction else tile_loop
 
-        producer_attach = inner_attach if not anchor.is_reduction else tile_loop
-        for name in reversed(names[: names.index(anchor_name)]):
-            try_primitive(sch.compute_at, sch.get_sblock(name), producer_attach, preserve_unit_loops=True)
-        for name in names[names.index(anchor_name) + 1:]:
-            try_primitive(sch.reverse_compute_at, sch.get_sblock(name), inner_attach, preserve_unit_loops=True)
+        for name in reversed(producers):
+            rv = sch.get_sblock(name)
+            if not try_primitive(sch.compute_at, rv, producer_attach, preserve_unit_loops=True):
+                try_primitive(sch.compute_at, rv, tile_loop, preserve_unit_loops=True)
+        for name in consumers:
+            try_primitive(sch.reverse_compute_at, sch.get_sblock(name), consumer_attach,
+                          preserve_unit_loops=True)
 
         if spec.num_cores > 1 and _extent(sch, tile_loop) > 1:
             sch.parallel(tile_loop)
-        lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
-        for name in names:
-            if name != anchor_name:
-                _vectorize_innermost(sch, sch.get_sblock(name), lanes)
+        for name in producers + consumers:
+            _vectorize_innermost(sch, sch.get_sblock(name), lanes)
         _localize_intermediates(sch, tile_loop)
-        _finish_anchor(sch, anchor_name, plan, lanes)
+        if register_tile is not None:
+            _finish_contraction(sch, anchor_name, loops, lanes)
+        else:
+            _finish_anchor(sch, anchor_name, plan, lanes)
         return sch
 
 
 class _Plan:
-    """Loop positions of the anchor and their tile sizes."""
+    """Loop positions of an anchor without a register tile, and their tile sizes."""
 
-    def __init__(self, tiled, tile, vector, vector_width, register, register_width):
+    def __init__(self, tiled, tile, vector, vector_width):
         self.tiled, self.tile = tiled, tile
         self.vector, self.vector_width = vector, vector_width
-        self.register, self.register_width = register, register_width
         self.first_reduce_loop = None  # set by _tile_anchor
-        self.vector_loop = self.register_loop = None
+        self.vector_loop = None
+
+
+class _ContractionLoops:
+    """Loop handles of a register-tiled contraction (see :func:`_tile_contraction`)."""
+
+    def __init__(self, tile, reduce_outer, reduce_inner, rows, vectors, lanes, added_consumers):
+        self.tile, self.reduce_outer, self.reduce_inner = tile, reduce_outer, reduce_inner
+        self.rows, self.vectors, self.lanes = rows, vectors, lanes
+        self.added_consumers = added_consumers
 
 
 def _inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: str) -> None:
@@ -114,34 +139,19 @@ def _inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: 
 
 
 def _plan_tiles(anchor: BlockInfo, producers: list[BlockInfo], spec: HardwareSpec,
-                dtype: str) -> _Plan | None:
-    lanes = spec.vector_lanes(dtype)
+                lanes: int) -> _Plan | None:
     vector = anchor.vector_position()
     width = vector_factor(anchor.extents[vector], lanes) if vector is not None else None
     if width is None:
         vector = None
     if anchor.is_reduction:
         tiled = anchor.spatial_positions
-        register = anchor.register_position(vector) if (vector is not None and anchor.is_contraction) \
-            else None
     else:
         tiled = [p for p in _row_positions(anchor, producers) if p != vector]
-        register = None
     if not tiled:
         return None
-    register_width = None
-    if register is not None:
-        budget = max(1, (spec.vector_registers - _OPERAND_REGISTERS) // math.ceil(width / lanes))
-        register_width = max(d for d in range(1, budget + 1) if anchor.extents[register] % d == 0)
-        if register_width == 1:
-            register = register_width = None
-    minimum = {}
-    if vector is not None and vector in tiled:
-        minimum[vector] = width
-    if register is not None:
-        minimum[register] = register_width
-    tile = choose_tile(anchor, tiled, minimum, spec)
-    return _Plan(tiled, tile, vector, width, register, register_width)
+    minimum = {vector: width} if vector is not None and vector in tiled else {}
+    return _Plan(tiled, choose_tile(anchor, tiled, minimum, spec), vector, width)
 
 
 def _row_positions(anchor: BlockInfo, producers: list[BlockInfo]) -> list[int]:
@@ -163,22 +173,21 @@ def _row_positions(anchor: BlockInfo, producers: list[BlockInfo]) -> list[int]:
     return rows
 
 
-def _tile_anchor(sch: s_tir.Schedule, anchor: BlockInfo, plan: _Plan, spec: HardwareSpec):
+def _tile_anchor(sch: s_tir.Schedule, anchor: BlockInfo, plan: _Plan):
     """Split and reorder the anchor loops; return (fused tile loop, innermost spatial tile loop)."""
     rv = sch.get_sblock(anchor.name)
     loops = sch.get_loops(rv)
-    outer, intra, untiled, reduce, micro = [], [], [], [], []
+    outer, intra, untiled, reduce, lanes = [], [], [], [], []
     for pos, loop in enumerate(loops):
         extent = anchor.extents[pos]
         if anchor.loop_iters[pos].iter_type == REDUCE:
             reduce.append(loop)
-            continue
-        if pos in plan.tiled:
+        elif pos in plan.tiled:
             inner = plan.tile[pos]
-            if pos == plan.vector or pos == plan.register:
-                width = plan.vector_width if pos == plan.vector else plan.register_width
-                tile_outer, tile_intra, lane = sch.split(loop, [extent // inner, inner // width, width])
-                micro.append((pos, lane))
+            if pos == plan.vector:
+                tile_outer, tile_intra, lane = sch.split(loop, [extent // inner, inner // plan.vector_width,
+                                                                plan.vector_width])
+                lanes.append(lane)
             else:
                 tile_outer, tile_intra = sch.split(loop, [extent // inner, inner])
             outer.append(tile_outer)
@@ -186,36 +195,107 @@ def _tile_anchor(sch: s_tir.Schedule, anchor: BlockInfo, plan: _Plan, spec: Hard
         elif pos == plan.vector:
             rest, lane = sch.split(loop, [extent // plan.vector_width, plan.vector_width])
             untiled.append(rest)
-            micro.append((pos, lane))
+            lanes.append(lane)
         else:
             untiled.append(loop)
-    # Register loop before the vector loop; both innermost (GraphTurbo Fig. 11 "fused computation").
-    micro.sort(key=lambda item: item[0] != plan.register)
-    micro_loops = [loop for _, loop in micro]
     if anchor.is_reduction:
-        order = outer + intra + untiled + reduce + micro_loops
+        order = outer + intra + untiled + reduce + lanes
         inner_attach = (intra + untiled)[-1]
     else:
-        order = outer + intra + untiled + micro_loops
+        order = outer + intra + untiled + lanes
         inner_attach = intra[-1]
     sch.reorder(*order)
     tile_loop = sch.fuse(*outer) if len(outer) > 1 else outer[0]
     plan.first_reduce_loop = reduce[0] if reduce else None
-    for pos, loop in micro:
-        if pos == plan.vector:
-            plan.vector_loop = loop
-        else:
-            plan.register_loop = loop
+    plan.vector_loop = lanes[0] if lanes else None
     return tile_loop, inner_attach
 
 
+def _tile_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile, lanes: int):
+    """Apply a :class:`.register_tile.RegisterTile` to the anchor: pack operands, give a
+    transposed accumulator its layout, then split and order the loops as
+    ``[tiles] [reduction blocks] [micro-kernels] [reduction in a block] [rows] [vectors, lanes]``."""
+    rv = sch.get_sblock(anchor.name)
+    added_consumers = []
+    if plan.transposed:
+        if not any(anchor.block.writes[0].source.same_as(b) for b in _intermediate_buffers(sch)):
+            added_consumers.append(sch.get(sch.cache_write(rv, 0, "local")).name_hint)
+        sch.transform_layout(rv, ("write", 0), _blocked(anchor.block.writes[0], anchor, plan))
+    packs = []
+    for index in plan.packed:
+        read = anchor.operand_reads[index]
+        position = next(i for i, r in enumerate(anchor.block.reads) if r.source.same_as(read.source))
+        pack = sch.cache_read(rv, position, "local")
+        sch.transform_layout(pack, ("write", 0), _blocked(read, anchor, plan))
+        packs.append(pack)
+
+    outer, reduce_outer, intra, reduce_inner = [], [], [], []
+    rows = vectors = lane = None
+    for pos, loop in enumerate(sch.get_loops(rv)):
+        extent = anchor.extents[pos]
+        if anchor.loop_iters[pos].iter_type == REDUCE:
+            inner = plan.reduce_block[pos]
+            if inner == extent:
+                reduce_inner.append(loop)
+            elif inner == 1:
+                reduce_outer.append(loop)
+            else:
+                block_outer, block_inner = sch.split(loop, [extent // inner, inner])
+                reduce_outer.append(block_outer)
+                reduce_inner.append(block_inner)
+            continue
+        tile = plan.tile[pos]
+        if pos == plan.vector:
+            width = plan.vectors * plan.lanes
+            tile_outer, tile_intra, vectors, lane = sch.split(loop, [extent // tile, tile // width,
+                                                                     plan.vectors, plan.lanes])
+        elif pos == plan.register:
+            tile_outer, tile_intra, rows = sch.split(loop, [extent // tile, tile // plan.rows, plan.rows])
+        else:
+            tile_outer, tile_intra = sch.split(loop, [extent // tile, tile])
+        outer.append(tile_outer)
+        intra.append(tile_intra)
+    micro = [loop for loop in (rows, vectors, lane) if loop is not None]
+    sch.reorder(*outer, *reduce_outer, *intra, *reduce_inner, *micro)
+    tile_loop = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+    for pack in packs:
+        sch.compute_at(pack, reduce_outer[0] if reduce_outer else tile_loop, preserve_unit_loops=True)
+        _vectorize_innermost(sch, pack, lanes)
+    return _ContractionLoops(tile_loop, reduce_outer, reduce_inner, rows, vectors, lane, added_consumers)
+
+
+def _finish_contraction(sch: s_tir.Schedule, anchor_name: str, loops: _ContractionLoops, lanes: int) -> None:
+    """Unroll the micro-kernel and the small reduction window, vectorise, separate the init."""
+    window = loops.reduce_inner[1:]
+    if window and math.prod(_extent(sch, loop) for loop in window) <= _MAX_UNROLLED_WINDOW:
+        for loop in window:
+            sch.unroll(loop)
+    if loops.rows is not None:
+        sch.unroll(loops.rows)
+    sch.unroll(loops.vectors)
+    sch.vectorize(loops.lanes)
+    first_reduce = (loops.reduce_outer + loops.reduce_inner)[:1]
+    if first_reduce:
+        init = sch.decompose_reduction(sch.get_sblock(anchor_name), first_reduce[0])
+        _vectorize_innermost(sch, init, lanes)
+
+
+def _blocked(region, anchor: BlockInfo, plan: RegisterTile) -> tirx.IndexMap:
+    """Layout of a packed operand or transposed accumulator: the dimension indexed by the vector
+    loop is split into micro-kernel widths, blocks outermost and the width innermost (``[F, C, R,
+    S]`` -> ``[F / w, C, R, S, w]``), so one micro-kernel's panel is contiguous."""
+    var = anchor.loop_iters[plan.vector].var
+    dim = next(d for d, rg in enumerate(region.region) if rg.min.same_as(var))
+    width = plan.vectors * plan.lanes
+    return tirx.IndexMap.from_func(
+        lambda *idx: [idx[dim] // width, *idx[:dim], *idx[dim + 1:], idx[dim] % width], ndim=len(region.region))
+
+
 def _finish_anchor(sch: s_tir.Schedule, anchor_name: str, plan: _Plan, lanes: int) -> None:
-    """Separate the reduction init, vectorise the vector loop and unroll the register loop."""
+    """Separate the reduction init and vectorise the vector loop."""
     rv = sch.get_sblock(anchor_name)
     if plan.vector_loop is not None:
         sch.vectorize(plan.vector_loop)
-    if plan.register_loop is not None:
-        sch.unroll(plan.register_loop)
     if plan.first_reduce_loop is not None and plan.vector_loop is not None:
         init = sch.decompose_reduction(rv, plan.first_reduce_loop)
         _vectorize_innermost(sch, init, lanes)

@@ -1,0 +1,97 @@
+"""Register-tile plans of contraction anchors (register_tile.py): which loop is vectorised, which
+operand is packed, micro-kernel shape, reduction block and spatial tile, on zoo-sized shapes for a
+2-core AVX2 machine (16 vector registers, 32 KiB L1, 512 KiB L2)."""
+
+import pytest
+import tvm
+from tvm import relax, s_tir
+
+from tvm_fusion_ext.hardware import CPUSpec
+from tvm_fusion_ext.tir_passes.analysis import analyze_blocks, pick_anchor
+from tvm_fusion_ext.tir_passes.register_tile import plan_register_tile
+
+AVX2 = CPUSpec("avx2", num_cores=2, vector_bytes=32, fast_memory_bytes=512 * 1024, vector_registers=16,
+               l1_bytes=32 * 1024, l2_bytes=512 * 1024)
+
+
+def _anchor(op, *shapes, **attrs):
+    """The anchor block of ``op`` on float32 inputs of ``shapes``, as ``LegalizeOps`` writes it."""
+    bb = relax.BlockBuilder()
+    params = [relax.Var(f"x{i}", relax.TensorType(shape, "float32")) for i, shape in enumerate(shapes)]
+    with bb.function("main", params):
+        bb.emit_func_output(bb.emit(op(*params, **attrs)))
+    mod = relax.transform.LegalizeOps()(bb.get())
+    func = next(f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+    infos = [info for _, info in analyze_blocks(s_tir.Schedule(func))]
+    return infos[pick_anchor(infos)]
+
+
+def _conv(shape, weight, stride=1, padding=0, groups=1):
+    return _anchor(relax.op.nn.conv2d, shape, weight, strides=stride, padding=padding, groups=groups)
+
+
+def _matmul(a, b):
+    return _anchor(relax.op.matmul, a, b)
+
+
+def test_bert_ffn_matmul_is_a_gotoblas_kernel():
+    """128 x 3072 x 768: 4 x 3 vectors of the contiguous output column, K blocked to fit L1,
+    a tile of every row and 192 columns (the weight is streamed once)."""
+    plan = plan_register_tile(_matmul((128, 3072), (3072, 768)), AVX2)
+    assert (plan.vector, plan.vectors, plan.register, plan.rows) == (1, 3, 0, 4)
+    assert plan.packed == () and not plan.transposed
+    assert plan.reduce_block == {2: 128}
+    assert plan.tile == {0: 128, 1: 192}
+
+
+def test_nchw_conv_with_28_columns_vectorises_output_channels():
+    """28 columns are no multiple of 8 lanes: vectorise the output channel, pack the weight,
+    keep the accumulator transposed, reuse each weight vector over 4 columns."""
+    anchor = _conv((1, 64, 28, 28), (64, 64, 3, 3), padding=1)
+    plan = plan_register_tile(anchor, AVX2)
+    assert (anchor.loop_iters[plan.vector].var.name, plan.vectors) == ("v_ff", 2)
+    assert (anchor.loop_iters[plan.register].var.name, plan.rows) == ("v_xx", 4)
+    assert plan.transposed and [anchor.operand_reads[i].source.name for i in plan.packed] == ["x1"]
+    assert plan.reduce_block == {4: 16, 5: 3, 6: 3}  # 16 channels x 3 x 3 window per L1 panel
+
+
+def test_short_reduction_keeps_the_output_layout():
+    """A 1x1 conv over 16 channels: a transposed accumulator's epilogue would cost more than the
+    16-step reduction, so the contiguous output column is vectorised (weights broadcast)."""
+    anchor = _conv((1, 16, 112, 112), (96, 16, 1, 1))
+    plan = plan_register_tile(anchor, AVX2)
+    assert anchor.loop_iters[plan.vector].var.name == "v_xx"
+    assert not plan.transposed and plan.packed == ()
+    assert anchor.loop_iters[plan.register].var.name == "v_ff"
+
+
+def test_strided_conv_cannot_stream_the_input_row():
+    anchor = _conv((1, 64, 56, 56), (128, 64, 1, 1), stride=2)
+    plan = plan_register_tile(anchor, AVX2)
+    assert anchor.loop_iters[plan.vector].var.name == "v_ff" and plan.transposed
+
+
+@pytest.mark.parametrize("hw, planned", [(112, True), (14, False)])
+def test_depthwise_conv(hw, planned):
+    """Depthwise: both operands use the channel, so only the column can be vectorised (no
+    register loop: every operand walked by it also uses every other spatial loop)."""
+    anchor = _conv((1, 32, hw, hw), (32, 1, 3, 3), padding=1, groups=32)
+    plan = plan_register_tile(anchor, AVX2)
+    if not planned:
+        assert plan is None
+        return
+    assert anchor.loop_iters[plan.vector].var.name == "v_xx"
+    assert plan.register is None and plan.rows == 1 and plan.vectors == 7  # 56 of 112 columns
+
+
+def test_register_budget_and_core_count_hold_for_every_plan():
+    anchors = [_matmul((128, 768), (768, 768)), _matmul((12, 128, 64), (12, 64, 128)),
+               _conv((1, 256, 14, 14), (512, 256, 1, 1)), _conv((1, 512, 7, 7), (512, 512, 3, 3), padding=1)]
+    for anchor in anchors:
+        plan = plan_register_tile(anchor, AVX2)
+        assert plan.rows * plan.vectors + plan.vectors + 1 <= AVX2.vector_registers
+        tiles = 1
+        for pos, size in plan.tile.items():
+            assert anchor.extents[pos] % size == 0 and size % plan.micro.get(pos, 1) == 0
+            tiles *= anchor.extents[pos] // size
+        assert tiles >= AVX2.num_cores

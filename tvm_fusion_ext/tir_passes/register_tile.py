@@ -1,0 +1,206 @@
+"""Register-tile plan for a contraction anchor (GraphTurbo section 4.1 tiling, GotoBLAS blocking).
+
+GraphTurbo section 4.1 tiles the anchor so that its working set fits the fast memory. On a CPU
+the innermost level of that hierarchy is the register file, so a conv / matmul anchor gets a
+*micro-kernel*: ``rows x vectors`` vector accumulators that stay in registers for a whole block
+of the reduction (the GotoBLAS / BLIS design):
+
+* the **vector loop** is a spatial loop whose extent is a multiple of the vector lanes. Every
+  operand it walks is *streamed*: contiguous along it, or *packed* - copied per tile into a local
+  buffer whose last dimension is the vector loop (an NCHW conv weight ``[F, C, R, S]`` becomes
+  ``[C, R, S, F]``). At least one operand must not use the loop; it is *broadcast* (one scalar
+  load per accumulator row). When the output is not contiguous along the vector loop the
+  accumulator is kept in a local buffer with that dimension last (``transposed``);
+* the **register loop** is a spatial loop that no streamed operand uses, so each streamed vector
+  load is reused ``rows`` times (the ``i`` of a matmul, the output column ``x`` of an NCHW conv);
+* ``rows`` and ``vectors`` fit the register file (``rows * vectors`` accumulators + ``vectors``
+  operand registers + one broadcast register <= ``spec.vector_registers``). Among the feasible
+  micro-kernels (every vector loop, register loop, rows, vectors) the one with the least cycles
+  per output element wins: each reduction step costs ``max(rows * vectors / fma_units, (rows +
+  vectors) / load_units, fma_latency)`` cycles for ``rows * vectors * lanes`` outputs, and a
+  transposed accumulator adds :data:`_TRANSPOSED_OUTPUT_CYCLES` per output (its strided epilogue),
+  which decides against it for short reductions (a 1x1 conv over 16 channels).
+
+Around the micro-kernel the loops are ``[spatial tiles (parallel)] [reduction blocks] [micro-
+kernels of one tile] [reduction within a block] [register loop] [vector loop]``:
+
+* the **reduction block** is the largest (innermost loops first) whose operand panels for one
+  micro-kernel fit :meth:`~tvm_fusion_ext.hardware.HardwareSpec.panel_bytes` (L1 on a CPU);
+* the **spatial tile** minimises the operand traffic of the whole contraction (region per tile x
+  number of tiles) among tiles whose working set for one reduction block fits half of
+  ``spec.fast_memory_bytes`` (L2 on a CPU, the LB on a DSA), with at least one tile per core.
+
+Everything is read off the block's index maps (:func:`.analysis.accesses`), never op names.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field, replace
+
+from tvm import sym, tirx
+
+from ..hardware import HardwareSpec
+from .analysis import Access, BlockInfo, accesses, uses_any
+
+# At most this many spatial tile shapes are scored; longer candidate lists are thinned.
+_MAX_TILE_SHAPES = 4096
+# Extra cycles per output element of a transposed accumulator (initialised and spilled in memory,
+# read back strided by the epilogue), measured on a 1x1 conv 16 -> 96 channels at 112 x 112
+# (znver3): vectorising the output channel cost 1.2 ns per output more than the output column.
+_TRANSPOSED_OUTPUT_CYCLES = 3.0
+
+
+@dataclass(frozen=True)
+class RegisterTile:
+    """Loop positions, micro-kernel and blocking of one contraction anchor."""
+
+    vector: int                 # loop position of the vectorised spatial loop
+    lanes: int
+    vectors: int                # vector registers per accumulator row
+    register: int | None        # loop position of the register (unrolled) loop
+    rows: int                   # accumulator rows along the register loop
+    packed: tuple[int, ...]     # positions in ``BlockInfo.operand_reads`` to pack
+    transposed: bool            # accumulate in a local buffer whose last dimension is the vector loop
+    reduce_block: dict[int, int] = field(default_factory=dict)  # reduce position -> inner extent
+    tile: dict[int, int] = field(default_factory=dict)          # spatial position -> tile extent
+
+    @property
+    def micro(self) -> dict[int, int]:
+        """Loop extents of one micro-kernel (spatial loops only)."""
+        micro = {self.vector: self.vectors * self.lanes}
+        if self.register is not None:
+            micro[self.register] = self.rows
+        return micro
+
+
+def plan_register_tile(info: BlockInfo, spec: HardwareSpec) -> RegisterTile | None:
+    """The register tile of contraction ``info`` on ``spec``, or ``None`` when no spatial loop
+    can be vectorised that way (no extent is a multiple of the lanes, or every operand uses it)."""
+    lanes = spec.vector_lanes(str(info.block.writes[0].source.dtype))
+    best = None
+    for key, micro in _micro_kernels(info, lanes, spec):
+        if best is None or key > best[0]:
+            best = (key, micro)
+    if best is None:
+        return None
+    micro = best[1]
+    access = accesses(info)
+    reduce_block = _reduce_block(info, access, micro, spec.panel_bytes())
+    tile = _spatial_tile(info, access, micro, reduce_block, spec)
+    return replace(micro, reduce_block=reduce_block, tile=tile)
+
+
+def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec):
+    """``(key, RegisterTile without blocking)`` for every feasible micro-kernel; larger key is
+    better: fewer cycles per output, then more accumulators, fewer packed operands, more rows."""
+    operands = info.operand_reads
+    reduction = math.prod(info.extents[p] for p in info.reduce_positions)
+    output = info.block.writes[0]
+    for v in info.spatial_positions:
+        extent = info.extents[v]
+        if extent % lanes:
+            continue
+        var = info.loop_iters[v].var
+        streamed = [i for i, read in enumerate(operands) if _dims_using(read, var)]
+        if len(streamed) == len(operands):
+            continue  # nothing to broadcast: no reuse across a register loop
+        kinds = [_walk(operands[i], var) for i in streamed]
+        out_kind = _walk(output, var)
+        if None in kinds or out_kind is None:
+            continue
+        packed = tuple(i for i, kind in zip(streamed, kinds) if kind == "packed")
+        transposed = out_kind == "packed"
+        candidates = [None] + [
+            q for q in info.spatial_positions
+            if q != v and info.extents[q] > 1
+            and not any(_dims_using(operands[i], info.loop_iters[q].var) for i in streamed)]
+        for q in candidates:
+            row_choices = _divisors(info.extents[q]) if q is not None else [1]
+            for vectors in _divisors(extent // lanes):
+                for rows in row_choices:
+                    if rows * vectors + vectors + 1 > spec.vector_registers:
+                        continue
+                    cost = reduction * _step_cycles(rows, vectors, spec) / (rows * vectors * lanes)
+                    cost += _TRANSPOSED_OUTPUT_CYCLES if transposed else 0.0
+                    key = (-round(cost, 9), rows * vectors, -len(packed), rows, -1 if q is None else q)
+                    yield key, RegisterTile(v, lanes, vectors, q, rows, packed, transposed)
+
+
+def _step_cycles(rows: int, vectors: int, spec: HardwareSpec) -> float:
+    """Cycles of one reduction step of a ``rows x vectors`` micro-kernel: FMA throughput, load
+    throughput (``vectors`` streamed loads + ``rows`` broadcasts) or the FMA latency chain."""
+    return max(rows * vectors / spec.fma_units, (rows + vectors) / spec.load_units, spec.fma_latency)
+
+
+def _dims_using(region, var) -> list[int]:
+    return [d for d, rg in enumerate(region.region) if uses_any(rg.min, [var])]
+
+
+def _walk(region, var) -> str | None:
+    """How ``region`` is walked by loop variable ``var``: ``"contiguous"`` (only its last index
+    uses ``var``, with stride 1: ``x`` or ``x + rx``), ``"packed"`` (only another index uses it,
+    and that index is exactly ``var``: contiguous once the dimension is moved last), ``"none"``
+    (not used) or ``None`` (strided, or several indices use it)."""
+    dims = _dims_using(region, var)
+    if not dims:
+        return "none"
+    if len(dims) != 1:
+        return None
+    index = region.region[dims[0]].min
+    if dims[0] == len(region.region) - 1:
+        coeffs = sym.detect_linear_equation(index, [var])
+        return "contiguous" if len(coeffs) == 2 and _is_one(coeffs[0]) else None
+    return "packed" if index.same_as(var) else None
+
+
+def _is_one(expr) -> bool:
+    return isinstance(expr, tirx.IntImm) and int(expr) == 1
+
+
+def _reduce_block(info: BlockInfo, access: list[Access], micro: RegisterTile, budget: int) -> dict[int, int]:
+    """Inner extent of each reduce loop: innermost loops whole while one micro-kernel's panels fit
+    ``budget``; the first loop that does not fit gets its largest fitting divisor, outer ones 1."""
+    extents = [micro.micro.get(p, 1) if p in info.spatial_positions else 1 for p in range(len(info.extents))]
+    block = {}
+    for pos in reversed(info.reduce_positions):
+        fitting = [d for d in _divisors(info.extents[pos])
+                   if _bytes(access, [d if p == pos else e for p, e in enumerate(extents)]) <= budget]
+        block[pos] = max(fitting, default=1)
+        extents[pos] = block[pos]
+        if block[pos] < info.extents[pos]:
+            break
+    return {pos: block.get(pos, 1) for pos in info.reduce_positions}
+
+
+def _spatial_tile(info: BlockInfo, access: list[Access], micro: RegisterTile, reduce_block: dict[int, int],
+                  spec: HardwareSpec) -> dict[int, int]:
+    """The spatial tile with the least total operand traffic whose working set for one
+    reduction block fits half the fast memory; at least ``spec.num_cores`` tiles if possible."""
+    spatial = info.spatial_positions
+    minimum = micro.micro
+    choices = [[d for d in _divisors(info.extents[p]) if d % minimum.get(p, 1) == 0] for p in spatial]
+    while math.prod(len(c) for c in choices) > _MAX_TILE_SHAPES:
+        longest = max(range(len(choices)), key=lambda i: len(choices[i]))
+        choices[longest] = choices[longest][::2] + ([choices[longest][-1]] if len(choices[longest]) % 2 == 0 else [])
+    budget = spec.fast_memory_bytes // 2
+    best = None
+    for sizes in itertools.product(*choices):
+        tile = dict(zip(spatial, sizes))
+        tiles = math.prod(info.extents[p] // tile[p] for p in spatial)
+        working = _bytes(access, [tile.get(p, reduce_block.get(p)) for p in range(len(info.extents))])
+        traffic = tiles * _bytes(access, [tile.get(p, info.extents[p]) for p in range(len(info.extents))])
+        key = (working > budget, tiles < spec.num_cores, working if working > budget else traffic,
+               tiles % spec.num_cores != 0, tiles)
+        if best is None or key < best[0]:
+            best = (key, tile)
+    return best[1]
+
+
+def _bytes(access: list[Access], extents: list[int]) -> int:
+    return sum(a.bytes(extents) for a in access)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
