@@ -65,7 +65,10 @@ def test_tiled_gemm_in_lb(tiny):
     #   L = 32768/32 + 4*10 = 1064; C = 32*32*128 MAC / 32 = 4096; S = 4096/32 + 10 = 138.
     # Double-buffered on one DMA engine: L + C + S + (2-1) * max(C, L + S) = 5298 + 4096 = 9394.
     model, prof = _run(hand.gemm_tiled, tiny)
-    assert model["footprint"] == {"lb": 20480, "gb": 0, "lb_double_buffered": 36864}
+    # A, B and C tiles (8192 + 8192 + 4096 B) are all live during the compute block.
+    assert model["footprint"] == {"lb": 20480, "gb": 0, "lb_double_buffered": 36864,
+                                  "lb_live": 20480, "lb_live_double_buffered": 36864,
+                                  "gb_per_tile": 0, "gb_per_tile_live": 0}
     assert prof["cycles"] == 100 + 9394
     assert prof["ddr_bytes"] == 4 * (32768 + 4096) == prof["lb_bytes"]
     assert prof["gb_bytes"] == 0

@@ -1,32 +1,43 @@
-"""``GraphTurboFusion`` and the ``graphturbo`` strategy (graphturbo-dsa-scheduling.txt section 3).
+"""``GraphTurboFusion`` and the ``graphturbo`` strategies (graphturbo-dsa-scheduling.txt sections 3-5).
 
 Each dataflow block is partitioned into GraphTurbo's sub-graphs (Algorithm 2 with SplitInfo /
-BestSplit from the target's LB, :mod:`tvm_fusion_ext.partitioners.graphturbo`) and every sub-graph
-becomes one kernel through the shared :class:`~.materialize_partition.MaterializePartition` and
-``FuseTIR``. The LB is ``spec_for_target(target).fast_memory_bytes``: the DSA's local buffer on
-``dsa/*`` targets, the per-core cache the CPU spec describes on ``llvm`` (section 3.6). The plan of
-sections 3.3-3.4 (instances, BFS/DFS order, bindings, output scopes) is computed per block and kept
-in ``self.plans``; it is not yet materialised in the IR (each sub-graph is one kernel over its
-whole output, not one kernel per instance).
+BestSplit, :mod:`tvm_fusion_ext.partitioners.graphturbo`) and every sub-graph becomes one kernel
+through the shared :class:`~.materialize_partition.MaterializePartition` and ``FuseTIR``. The
+sub-graph plans of sections 3.3-3.4 (BestSplit instances, Algorithm 4's binding and output scope,
+Fig. 15's switches) are stored as the module attribute ``graphturbo.plans`` (grouped function name
+-> JSON, which ``FuseTIR`` keeps along with the names); on a DSA target the kernel generator
+(:mod:`tvm_fusion_ext.target_dsa.instance_schedule`) turns each sub-graph into its instances,
+bound to cores, with layer outputs stitched in LB and weights promoted.
 
-``max_ops`` caps a sub-graph's op count (default :data:`MAX_GROUP_OPS`): every op of a fused kernel
-becomes a loop nest of one PrimFunc that the default schedules (anchor loop fusion on CPU,
-``DSASchedule`` on the DSA) stage one by one. The bound is a guard, not a measured optimum: no
-larger group has failed so far, but whole ResNet-50 stages (about 100 legalized ops) are cut into
-consecutive pieces until the instance-level kernels of section 4 exist. ``max_ops=None`` lifts it.
+Hardware awareness per target (section 3.6):
+
+* **DSA**: an instance is bound to the cores of one cluster (Algorithm 4's factors 8/4/2/1 within
+  ``cores_per_cluster``), so the LB it may fill in Algorithm 1 is those cores' LBs together,
+  ``cores_per_cluster * lb_bytes``; no cap on sub-graph size.
+* **CPU** (``llvm``): LB is the per-core cache of the CPU spec (``fast_memory_bytes``). The CPU
+  default schedule has no instance loop: it runs each layer of a kernel over the whole tensor and
+  tiles one anchor op per kernel (section 4.1), so the layers of a sub-graph only exchange data
+  through the cache when the whole sub-graph fits it. A sub-graph whose peak exceeds the per-core
+  cache therefore holds at most one anchor op (conv / matmul) on CPU targets; smaller ones merge
+  freely. The bound comes from the spec's cache size, not from a fixed op count.
+
+Strategies (Fig. 15, section 5.3): ``graphturbo`` (everything), ``graphturbo-instances`` (no
+across-layer instruction scheduling), ``graphturbo-lb`` (no instance splitting either: sub-graphs
+split only by their core binding, layer outputs in LB where they fit), ``graphturbo-gb`` (layer
+outputs kept in GB, "LLB only").
 """
 
 from __future__ import annotations
 
 import tvm
+from tvm import relax
 
 from ..hardware.spec import spec_for_target
 from ..partitioners.graphturbo import GraphTurboPartitioner
+from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR, VARIANTS, KernelOptions
 from ..pipelines import register_fusion
 from ..registration import register_pass
 from .materialize_partition import MaterializePartition
-
-MAX_GROUP_OPS = 48
 
 
 @register_pass
@@ -34,29 +45,60 @@ MAX_GROUP_OPS = 48
 class GraphTurboFusion:
     """Group every dataflow block into GraphTurbo sub-graphs (module docstring).
 
-    ``lb_bytes`` / ``cores``: override the target spec's LB and cores per cluster.
+    ``lb_bytes`` / ``cores``: override the LB an instance may fill (Algorithm 1) and the cores per
+    cluster (Algorithm 4); ``max_ops`` caps a sub-graph's op count (default: no cap on DSA targets,
+    the CPU rule of the module docstring elsewhere); ``options``: Fig. 15's switches.
     """
 
     def __init__(self, lb_bytes: int | None = None, cores: int | None = None,
-                 max_ops: int | None = MAX_GROUP_OPS):
+                 max_ops: int | None = None, options: KernelOptions | None = None):
         self.lb_bytes = lb_bytes
         self.cores = cores
         self.max_ops = max_ops
+        self.options = options or KernelOptions()
         self.plans: list = []
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        spec = spec_for_target(tvm.target.Target.current(allow_none=True))
-        lb = self.lb_bytes or spec.fast_memory_bytes
+        target = tvm.target.Target.current(allow_none=True)
+        spec = spec_for_target(target)
+        dsa = target is not None and "dsa" in target.keys
         cores = self.cores or getattr(spec, "cores_per_cluster", spec.num_cores)
-        partitioner = GraphTurboPartitioner(lb, cores, self.max_ops)
+        lb = self.lb_bytes or (spec.fast_memory_bytes * cores if dsa else spec.fast_memory_bytes)
+        partitioner = GraphTurboPartitioner(lb, cores, self.max_ops, self.options,
+                                            single_anchor_above=None if dsa else lb)
         out = MaterializePartition(partitioner)(mod)
         self.plans.extend(partitioner.plans)
-        return out
+        kernels = {key: p for block in partitioner.plans for key, p in block.kernels.items()}
+        plans = {}
+        for gvar, func in out.functions_items():
+            if isinstance(func, relax.Function) and func.attrs is not None \
+                    and int(func.attrs.get("Primitive", 0)):
+                key = tuple(str(b.value.args[0].name_hint) for block in func.body.blocks
+                            for b in block.bindings if isinstance(b.value, relax.Call)
+                            and isinstance(b.value.args[0], tvm.ir.GlobalVar))
+                if key in kernels:
+                    plans[gvar.name_hint] = kernels[key].to_json()
+        return out.with_attr(PLANS_ATTR, plans) if plans else out
 
 
-@register_fusion(
-    "graphturbo",
-    "GraphTurbo: sub-graphs grouped by straight/diamond/branch merges under SplitInfo from the "
-    "target's LB (rules (i)/(ii)), each one kernel")
-def _graphturbo(target):
-    return [GraphTurboFusion()]
+def _register(name: str, variant: str, description: str) -> None:
+    options = VARIANTS[variant]
+
+    @register_fusion(name, description)
+    def _strategy(target):
+        return [GraphTurboFusion(options=options)]
+
+
+_register("graphturbo", "full",
+          "GraphTurbo: sub-graphs grouped by straight/diamond/branch merges under SplitInfo "
+          "(rules (i)/(ii)); on a DSA each runs as its instances bound to cores, layer outputs "
+          "stitched in LB, weights promoted, across-layer instruction scheduling (Fig. 15 'all')")
+_register("graphturbo-instances", "instances",
+          "GraphTurbo Fig. 15 third bar: instances and buffer stitching, no across-layer "
+          "instruction scheduling")
+_register("graphturbo-lb", "lb",
+          "GraphTurbo Fig. 15 second bar: layer outputs kept in LB where they fit, sub-graphs not "
+          "split into instances (only bound to cores), no instruction scheduling")
+_register("graphturbo-gb", "gb",
+          "GraphTurbo Fig. 15 first bar: layer outputs kept in GB (LLB), no instances, no "
+          "instruction scheduling")

@@ -58,7 +58,11 @@ def kernel_model(func: tirx.PrimFunc, name: str = "main") -> dict:
         "phases": walker.phases,
         "buffers": {"ddr": len(written), "gb": walker.allocs["gb"], "lb": walker.allocs["lb"]},
         "footprint": {"lb": walker.footprint["lb"], "gb": walker.footprint["gb"],
-                      "lb_double_buffered": walker.footprint["lb_db"]},
+                      "lb_double_buffered": walker.footprint["lb_db"],
+                      "lb_live": walker.footprint["lb_live"],
+                      "lb_live_double_buffered": walker.footprint["lb_live_db"],
+                      "gb_per_tile": walker.footprint["gb_tile"],
+                      "gb_per_tile_live": walker.footprint["gb_tile_live"]},
     }
 
 
@@ -100,13 +104,15 @@ class _Walker:
         self.written_params: set = set()
         self.dma_destinations: set = set()
         self.lb_buffers: dict = {}
+        self.tile_gb_buffers: dict = {}
+        self.touched: list[list] = []  # LB / per-tile GB buffers each leaf touches, in order
 
     def run(self, func: tirx.PrimFunc) -> None:
         body = func.body
         root = body.block if isinstance(body, s_tir.SBlockRealize) else None
         stmts = [body]
         if root is not None:
-            self._alloc(root)
+            self._alloc(root, in_tile=False)
             stmts = _seq(root.body)
         for stmt in stmts:
             phase = _Phase()
@@ -115,14 +121,36 @@ class _Walker:
                 self.phases.append(phase.as_dict())
         self.footprint["lb_db"] = sum(
             size * (2 if key in self.dma_destinations else 1) for key, size in self.lb_buffers.items())
+        self.footprint["lb_live"] = self._live_peak(self.lb_buffers, double=False)
+        self.footprint["lb_live_db"] = self._live_peak(self.lb_buffers, double=True)
+        self.footprint["gb_tile_live"] = self._live_peak(self.tile_gb_buffers, double=False)
 
-    def _alloc(self, block) -> None:
+    def _live_peak(self, buffers: dict, double: bool) -> int:
+        """Peak bytes of ``buffers`` when each occupies memory only from the first to the last
+        leaf block touching it, in program order (GraphTurbo section 4.3's release after last
+        use); DMA destinations count twice when ``double``."""
+        first, last = {}, {}
+        for i, bufs in enumerate(self.touched):
+            for buf in bufs:
+                first.setdefault(buf, i)
+                last[buf] = i
+        peak = 0
+        for i in range(len(self.touched)):
+            peak = max(peak, sum(size * (2 if double and buf in self.dma_destinations else 1)
+                                 for buf, size in buffers.items()
+                                 if buf in first and first[buf] <= i <= last[buf]))
+        return peak
+
+    def _alloc(self, block, in_tile: bool) -> None:
         for buf in block.alloc_buffers:
             level = level_of(buf.scope())
             size = _bytes(buf)
             if level in ("gb", "lb"):
                 self.allocs[level] += 1
                 self.footprint[level] += size
+            if level == "gb" and in_tile:
+                self.footprint["gb_tile"] += size
+                self.tile_gb_buffers[buf] = size
             if level == "lb":
                 self.lb_buffers[buf] = size
 
@@ -142,7 +170,7 @@ class _Walker:
                 self._walk(stmt.body, phase, trip * extent, seq_trip, in_tile)
         elif isinstance(stmt, s_tir.SBlockRealize):
             block = stmt.block
-            self._alloc(block)
+            self._alloc(block, in_tile)
             if _has_child_block(block.body):
                 self._walk(block.body, phase, trip, seq_trip, in_tile)
             else:
@@ -154,6 +182,8 @@ class _Walker:
 
     def _leaf(self, block, phase: _Phase, trip: int, seq_trip: int) -> None:
         body = block.body
+        self.touched.append([r.source for r in (*block.reads, *block.writes)
+                             if r.source in self.lb_buffers or r.source in self.tile_gb_buffers])
         for w in block.writes:
             if w.source in self.params:
                 self.written_params.add(w.source)

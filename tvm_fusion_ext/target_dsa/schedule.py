@@ -223,18 +223,30 @@ def _search(func, spec: DSASpec, tiles, chunks, require_fit: bool) -> Decisions 
 class DSASchedule:
     """Module pass: the DSA staging schedule for every PrimFunc not yet scheduled.
 
-    ``stats`` counts scheduled and declined functions.
+    A PrimFunc the ``graphturbo`` strategies planned (module attribute ``graphturbo.plans``) gets
+    GraphTurbo's kernel generation instead (:mod:`.instance_schedule`: instances bound to cores,
+    buffer stitching, weight promotion), or this per-kernel staging if that declines.
+    ``stats`` counts scheduled, declined and ``graphturbo`` functions.
     """
 
     def __init__(self, spec: DSASpec):
         self.spec = spec
-        self.stats = {"scheduled": 0, "declined": 0}
+        self.stats = {"scheduled": 0, "declined": 0, "graphturbo": 0}
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR
+
+        plans = mod.attrs.get(PLANS_ATTR, {}) if mod.attrs is not None else {}
         updates = {}
         for gvar, func in mod.functions_items():
             if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
                 continue
+            if gvar.name_hint in plans:
+                staged = subgraph_kernel(func, self.spec, str(plans[gvar.name_hint]))
+                if staged is not None:
+                    self.stats["graphturbo"] += 1
+                    updates[gvar] = staged.with_attr("tirx.is_scheduled", True)
+                    continue
             try:
                 decisions = default_decisions(func, self.spec)
                 sch, _, _ = evaluate(func, self.spec, decisions)
@@ -248,6 +260,27 @@ class DSASchedule:
         for gvar, func in updates.items():
             mod[gvar] = func
         return mod
+
+
+_SUBGRAPH_CACHE: dict[tuple, tirx.PrimFunc | None] = {}
+
+
+def subgraph_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str) -> tirx.PrimFunc | None:
+    """GraphTurbo's kernel for a planned sub-graph (memoised per kernel, plan and spec), or None
+    when the kernel generator declines it."""
+    import tvm_ffi
+
+    from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
+    from .instance_schedule import Unsupported, schedule_subgraph
+
+    key = (tvm_ffi.structural_hash(func), plan_json, spec)
+    if key not in _SUBGRAPH_CACHE:
+        try:
+            _SUBGRAPH_CACHE[key] = schedule_subgraph(func, spec, SubgraphPlan.from_json(plan_json)).func
+        except (Unsupported, s_tir.ScheduleError, ValueError) as err:
+            _LOG.info("GraphTurbo kernel generation declined: %s", err)
+            _SUBGRAPH_CACHE[key] = None
+    return _SUBGRAPH_CACHE[key]
 
 
 # ---- helpers ------------------------------------------------------------------------------

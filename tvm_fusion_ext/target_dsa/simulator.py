@@ -126,8 +126,18 @@ def simulate(models: dict[str, dict], calls: list[str], spec: DSASpec) -> dict:
     }
 
 
-def fits(model: dict, spec: DSASpec) -> bool:
-    """Whether a kernel's LB (per core, doubled for double-buffered DMA targets) and GB fit."""
+def fits(model: dict, spec: DSASpec, reuse: bool = False) -> bool:
+    """Whether a kernel's LB (per core, doubled for double-buffered DMA targets) and GB fit.
+
+    LB counts every allocation at once, or with ``reuse`` (GraphTurbo kernels, section 4.3) only
+    the buffers live at the same time. GB allocated inside a tile loop is per tile, held at once
+    by every core of a cluster running one (with ``reuse``: its live peak).
+    """
     double = any(p["double_buffer"] for p in model["phases"])
-    lb = model["footprint"]["lb_double_buffered" if double else "lb"]
-    return lb <= spec.lb_bytes and model["footprint"]["gb"] <= spec.gb_bytes
+    footprint = model["footprint"]
+    key = ("lb_live" if reuse else "lb") + ("_double_buffered" if double else "")
+    per_tile = footprint.get("gb_per_tile", 0)
+    held = footprint.get("gb_per_tile_live", per_tile) if reuse else per_tile
+    concurrent = min(spec.cores_per_cluster, max((int(p["cores"]) for p in model["phases"]), default=1))
+    gb = footprint["gb"] - per_tile + held * max(1, concurrent)
+    return footprint[key] <= spec.lb_bytes and gb <= spec.gb_bytes

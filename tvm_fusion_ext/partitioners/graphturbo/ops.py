@@ -32,6 +32,7 @@ class TurboOp:
     contracted: frozenset[int] = frozenset()
     window: dict[int, int] = field(default_factory=dict)
     unbindable: frozenset[int] = frozenset()
+    anchor: bool = False  # a conv / matmul: the op a layer is tiled around (section 4.1)
     fusible: bool = True
     is_output: bool = False
     external_input_bytes: int = 0  # activation inputs from outside the graph (not weights)
@@ -79,6 +80,7 @@ def from_dataflow_graph(graph: DataflowGraph) -> TurboGraph:
         ops.append(TurboOp(
             name=node.name, shape=tuple(shape), out_bytes=node.out_bytes, inputs=list(node.inputs),
             flops=max(node.flops, 1), contracted=contracted, window=window,
+            anchor=node.ptype in (PrimitiveType.CONV, PrimitiveType.MATMUL),
             fusible=node.kind == NodeKind.CALL_TIR and node.ptype != PrimitiveType.OPAQUE,
             is_output=node.is_block_output,
             external_input_bytes=_external_input_bytes(graph, node.index, defined)))
