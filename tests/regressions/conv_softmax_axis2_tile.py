@@ -20,12 +20,9 @@ FAILED = [
     ('graphturbo-lb', 'llvm', 'mismatch'),
     ('graphturbo-gb', 'llvm', 'mismatch'),
 ]
-# strategy -> reason, for failures not fixed yet (checked as strict xfails).
-_REASON = ("AnchorLoopFusion (tir_passes/loop_fusion.py) reverse_compute_at's the softmax max and "
-           "sum reductions into the conv tile loop over the reduced axis 2, so the normalisation "
-           "reads partial reductions")
-XFAIL = {name: _REASON for name in
-         ("neoflow", "graphturbo", "graphturbo-instances", "graphturbo-lb", "graphturbo-gb")}
+# strategy -> reason, for failures not fixed yet (checked as strict xfails). Fixed: AnchorLoopFusion
+# no longer reverse_compute_at's reductions that follow the anchor into its tile loop.
+XFAIL = {}
 
 @I.ir_module
 class Module:

@@ -86,9 +86,13 @@ class AnchorLoopFusion(SpecScheduleRule):
             rv = sch.get_sblock(name)
             if not try_primitive(sch.compute_at, rv, producer_attach, preserve_unit_loops=True):
                 try_primitive(sch.compute_at, rv, tile_loop, preserve_unit_loops=True)
+        reductions = {info.name for info in infos if info.is_reduction}
         for name in consumers:
-            try_primitive(sch.reverse_compute_at, sch.get_sblock(name), consumer_attach,
-                          preserve_unit_loops=True)
+            # A reduction after the anchor would reduce only the tile's part of its axis (TVM
+            # allows the move); it stays a loop nest of its own, and so do the blocks reading it.
+            if name not in reductions:
+                try_primitive(sch.reverse_compute_at, sch.get_sblock(name), consumer_attach,
+                              preserve_unit_loops=True)
 
         if spec.num_cores > 1 and _extent(sch, tile_loop) > 1:
             sch.parallel(tile_loop)
