@@ -134,9 +134,9 @@ def test_data_movement_sub_kinds():
     graph = build_graph(tvm.transform.Sequential(preprocess_passes())(DataMovement))
     types = [apollo_type(n).value for n in graph.nodes if n.prim_func is not None]
     # expand_dims only adds a unit dimension: element-wise already (section 3.3's relations skip
-    # unit loops); concatenation, slicing and gathers move data, but not each element once in order
-    assert types == ["reshape", "element-wise", "data-movement", "data-movement", "data-movement",
-                     "transpose"]
+    # unit loops); concatenation and slicing move data, but not each element once in order; the
+    # gather clamps its data-dependent indices (arithmetic), so it stays opaque
+    assert types == ["reshape", "element-wise", "data-movement", "data-movement", "opaque", "transpose"]
 
 
 def _kernels(mod, fusion):
@@ -193,6 +193,30 @@ def test_feedback_splits_failing_micro_graph_and_is_remembered(tmp_path):
     second(mod)
     assert not any(p in failed for p in calls2)  # read from the file: never tried again
     assert second.stats["feedback_splits"] == 0
+
+
+def test_groups_the_loop_fusion_pass_declines_are_split(tmp_path):
+    from tvm_fusion_ext.hardware import spec_for_target
+    from tvm_fusion_ext.relax_passes.apollo_fusion import DownstreamCompiler
+    from tvm_fusion_ext.tir_passes.plain_schedule import PlainSchedule
+
+    mod = _opened(BiasResidualLayerNorm)
+    spec = spec_for_target(TARGET)
+    # the real default schedule fuses every group's loops: nothing fails
+    fusion = ApolloFusion(("I", "II"), downstream=DownstreamCompiler(TARGET, spec))
+    with TARGET:
+        fusion(mod)
+    assert fusion.stats["feedback_splits"] == 0 and fusion.stats["groups"] == 2
+    # a downstream compiler without the loop-fusion rule compiles every group as separate loop
+    # nests: each multi-op group is a failure, recorded with that reason, and split
+    path = tmp_path / "feedback.json"
+    plain = DownstreamCompiler(TARGET, spec, schedule_rules=[PlainSchedule(spec)])
+    fusion = ApolloFusion(("I", "II"), feedback_path=str(path), downstream=plain)
+    with TARGET:
+        fused = fusion(mod)
+    reasons = {e["reason"] for e in json.loads(path.read_text())["failed_patterns"]}
+    assert reasons == {"the loop-fusion pass declined (PlainSchedule instead)"}
+    assert kernel_traffic(relax.transform.FuseTIR()(fused)).kernels > 2
 
 
 def test_feedback_without_file_stays_in_memory():

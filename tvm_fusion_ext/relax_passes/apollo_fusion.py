@@ -10,7 +10,10 @@ for ``FuseTIR``. A Layer III group of independent branches becomes one group of 
 
 Upward feedback (sections 2, 4.1, 5): every multi-op group is first compiled on its own by the
 downstream compiler (:class:`DownstreamCompiler`: ``FuseTIR``, the default schedule, lowering,
-within a time budget). A group that fails has its composition pattern recorded in the
+within a time budget). A group fails when any step raises, when the loop-fusion rule of the
+default schedule declines it (the kernel would keep one loop nest per op: Layer I's polyhedral
+fusion "cannot find a fusion plan", section 6.1), or when it takes longer than the budget. A group
+that fails has its composition pattern recorded in the
 :class:`~tvm_fusion_ext.partitioners.apollo.FeedbackStore` (a JSON file when ``feedback_path`` is
 set) and the partition is regenerated with that pattern refused, so the group is split. The next
 run reads the file and never tries the pattern again. Parallel compositions that Cost Model (3)
@@ -100,17 +103,19 @@ def group_module(mod: tvm.IRModule, graph: DataflowGraph, group: Sequence[int]) 
 
 class DownstreamCompiler:
     """The downstream check of :class:`ApolloFusion`: fuse one group with ``FuseTIR``, schedule it
-    with the default schedule and lower it for ``target`` within ``budget_s`` seconds.
+    with the default schedule (its loop-fusion rule must apply) and lower it for ``target`` within
+    ``budget_s`` seconds.
 
     Results are cached per group (pattern and tensor types), so a pattern repeated across layers
-    of a model is compiled once.
+    of a model is compiled once. ``schedule_rules`` replaces the default schedule's rule list.
     """
 
     def __init__(self, target: tvm.target.Target, spec: HardwareSpec,
-                 budget_s: float = DEFAULT_COMPILE_BUDGET_S):
+                 budget_s: float = DEFAULT_COMPILE_BUDGET_S, schedule_rules: list | None = None):
         self.target = target
         self.spec = spec
         self.budget_s = budget_s
+        self.schedule_rules = schedule_rules
         self._cache: dict[str, str | None] = {}
 
     def __call__(self, mini: tvm.IRModule, pattern: str) -> str | None:
@@ -121,6 +126,7 @@ class DownstreamCompiler:
 
     def _compile(self, mini: tvm.IRModule) -> str | None:
         from ..tir_passes.default_schedule import DefaultSchedule
+        from ..tir_passes.loop_fusion import AnchorLoopFusion
 
         start = time.perf_counter()
         try:
@@ -132,9 +138,12 @@ class DownstreamCompiler:
                 return f"FuseTIR produced {len(prims)} kernels instead of one"
             (name, prim), = prims.items()
             kernel = tvm.IRModule({name: prim.with_attr("global_symbol", name)})
+            schedule = DefaultSchedule(self.target, self.spec, self.schedule_rules)
             with self.target:
-                kernel = DefaultSchedule(self.target, self.spec)(kernel)
+                kernel = schedule(kernel)
                 tvm.compile(kernel, target=self.target)
+            if not schedule.stats[AnchorLoopFusion.__name__]:
+                return f"the loop-fusion pass declined ({', '.join(schedule.stats)} instead)"
         except Exception as err:  # noqa: BLE001 - any downstream failure is feedback, not a crash
             return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
         elapsed = time.perf_counter() - start
