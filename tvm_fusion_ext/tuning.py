@@ -6,9 +6,11 @@
    fusion, FuseTIR) and the tasks are extracted from *that* module (NOTES section 6.2:
    ``compile_relax`` / ``tune_relax``'s usual path would re-fuse with the built-in FuseOps);
 2. each kernel gets up to ``trials`` measured candidates (a per-task budget), one task after
-   the other: MetaSchedule's post-order-apply space for the target, evolutionary search ranked
-   by the XGBoost cost model, candidates compiled by the in-process builder (NOTES sections 0 and
-   6.1: the default builder's popen workers time out on small machines);
+   the other. The first is the ``untuned`` policy's own schedule (:func:`_seed_untuned`), so the
+   tuned compile is never slower than the untuned one; the rest come from MetaSchedule's
+   post-order-apply space for the target, evolutionary search ranked by the XGBoost cost model,
+   compiled by the in-process builder (NOTES sections 0 and 6.1: the default builder's popen
+   workers time out on small machines);
 3. measurement is local (``LocalRunner``) or distributed (:func:`rpc_runner`: MetaSchedule's
    ``RPCRunner`` asks an RPC tracker for a server registered under a key, uploads the ``.so``
    built here and times it there, one session per candidate, as many in flight as servers);
