@@ -11,22 +11,18 @@ import argparse
 import sys
 
 from ..pipelines import DEFAULT_POLICY, POLICIES
+from .options import add_model_arguments
 
 HELP = "compare fusion strategies on one model (kernels, boundary bytes, compile time, latency, error)"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("compare", help=HELP, description=HELP)
-    parser.add_argument("--model", required=True,
-                        help="zoo model name, an .onnx file, or a torch.export.save file")
-    parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="zoo model argument (repeatable), e.g. layers=2 seq=128 batch=8 image=112")
+    add_model_arguments(parser, "--model")
     parser.add_argument("--fusion", default="none,stock",
                         help="comma-separated strategies ('all' = every registered one), plus the reference "
                              "rows torch and onnxruntime")
     parser.add_argument("--target", default="llvm", help="target string or JSON dict")
-    parser.add_argument("--import", dest="importer", choices=("torch", "onnx"), default=None,
-                        help="import path for zoo models (default torch; .onnx files use onnx)")
     parser.add_argument("--policy", choices=POLICIES, default=DEFAULT_POLICY,
                         help="scheduling policy, the same for every strategy")
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")

@@ -18,17 +18,14 @@ import time
 import warnings
 
 from ..pipelines import POLICIES
+from .options import add_model_arguments
 
 HELP = "compile a model (.onnx, saved ExportedProgram or zoo name) through one fusion strategy to a .so"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("compile", help=HELP, description=HELP)
-    parser.add_argument("model", help="an .onnx file, a torch.export.save file, or a zoo model name")
-    parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="zoo model argument (repeatable), e.g. image=64 batch=2")
-    parser.add_argument("--import", dest="importer", choices=("torch", "onnx"), default=None,
-                        help="import path for zoo models (default torch; as for tune, so records match)")
+    add_model_arguments(parser)
     parser.add_argument("--target", required=True,
                         help='target string or JSON: llvm, dsa/stcp920, \'{"kind":"llvm","num-cores":2}\'')
     parser.add_argument("--fusion", required=True, help="fusion strategy (tvm_fusion_ext.fusion_names())")

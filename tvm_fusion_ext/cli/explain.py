@@ -10,21 +10,18 @@ from __future__ import annotations
 import argparse
 import os
 
+from .options import add_model_arguments
+
 HELP = "draw a fusion strategy's groups (SVG, DOT) and print a per-group table"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("explain", help=HELP, description=HELP)
-    parser.add_argument("model", metavar="MODEL",
-                        help="zoo model name, an .onnx file, or a torch.export.save file")
-    parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="zoo model argument (repeatable), e.g. layers=2 seq=64 image=112")
+    add_model_arguments(parser)
     parser.add_argument("--fusion", required=True, help="fusion strategy (tvm_fusion_ext.fusion_names())")
     parser.add_argument("--out", required=True, metavar="SVG", help="SVG drawing to write")
     parser.add_argument("--dot", metavar="DOT", help="also write the graph as Graphviz DOT text")
     parser.add_argument("--target", default="llvm", help="target string or JSON dict (default llvm)")
-    parser.add_argument("--import", dest="importer", choices=("torch", "onnx"), default=None,
-                        help="import path for zoo models (default torch; .onnx files use onnx)")
     parser.set_defaults(func=run)
     return parser
 

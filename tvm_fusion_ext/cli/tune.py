@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import argparse
 
+from .options import add_model_arguments
+
 HELP = "tune the kernels of one fusion strategy with MetaSchedule (resumable, optionally over TVM RPC)"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("tune", help=HELP, description=HELP)
-    parser.add_argument("model", help="an .onnx file, a torch.export.save file, or a zoo model name")
-    parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="zoo model argument (repeatable), e.g. image=64 batch=2")
-    parser.add_argument("--import", dest="importer", choices=("torch", "onnx"), default=None,
-                        help="import path for zoo models (default torch; .onnx files use onnx)")
+    add_model_arguments(parser)
     parser.add_argument("--target", default="llvm",
                         help='target string or JSON (a bare llvm means this CPU; give "num-cores" in the '
                              'JSON for RPC boards, else this machine\'s thread count is assumed)')

@@ -1,0 +1,23 @@
+"""Arguments shared by the subcommands that load a model: the model itself, ``--model-arg``, ``--import``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, flag: str | None = None) -> None:
+    """Add MODEL (positional, or the option ``flag`` such as ``--model``), ``--model-arg`` and ``--import``.
+
+    Every subcommand hands them to :func:`tvm_fusion_ext.evaluation.load_workload` unchanged, so a
+    model means the same thing to ``compare``, ``compile``, ``tune`` and ``explain``.
+    """
+    model_help = "zoo model name, an .onnx file, or a torch.export.save file"
+    if flag:
+        parser.add_argument(flag, dest="model", required=True, metavar="MODEL", help=model_help)
+    else:
+        parser.add_argument("model", metavar="MODEL", help=model_help)
+    parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="zoo model argument (repeatable), e.g. layers=2 seq=128 batch=8 image=112")
+    parser.add_argument("--import", dest="importer", choices=("torch", "onnx"), default=None,
+                        help="import path for zoo models (default torch; .onnx files use onnx; give "
+                             "the same one to tune and compile so tuning records match)")
