@@ -73,6 +73,19 @@ class MultiHead:
         return (a, b, c, d)
 
 
+@I.ir_module
+class Branches:
+    @R.function
+    def main(x: R.Tensor((8, 16), "float32")):
+        with R.dataflow():
+            h = R.permute_dims(x)
+            a = R.exp(h)
+            b = R.tanh(h)
+            c = R.sigmoid(h)
+            R.output(a, b, c)
+        return (a, b, c)
+
+
 def _opened(mod):
     pre = tvm.transform.Sequential(preprocess_passes())(mod)
     return tvm.transform.Sequential(apollo_preprocess())(pre)
@@ -217,6 +230,12 @@ def test_groups_the_loop_fusion_pass_declines_are_split(tmp_path):
     reasons = {e["reason"] for e in json.loads(path.read_text())["failed_patterns"]}
     assert reasons == {"the loop-fusion pass declined (PlainSchedule instead)"}
     assert kernel_traffic(relax.transform.FuseTIR()(fused)).kernels > 2
+    # a Layer III composition of independent single ops has no loops to fuse: it only has to compile
+    fusion = ApolloFusion(("I", "II", "III"), downstream=plain)
+    with TARGET:
+        fused = fusion(_opened(Branches))
+    assert fusion.stats["feedback_splits"] == 0
+    assert kernel_traffic(relax.transform.FuseTIR()(fused)).kernels == 2  # the transpose, the branches
 
 
 def test_feedback_without_file_stays_in_memory():

@@ -12,7 +12,8 @@ Upward feedback (sections 2, 4.1, 5): every multi-op group is first compiled on 
 downstream compiler (:class:`DownstreamCompiler`: ``FuseTIR``, the default schedule, lowering,
 within a time budget). A group fails when any step raises, when the loop-fusion rule of the
 default schedule declines it (the kernel would keep one loop nest per op: Layer I's polyhedral
-fusion "cannot find a fusion plan", section 6.1), or when it takes longer than the budget. A group
+fusion "cannot find a fusion plan", section 6.1; for a Layer III composition, when it declines one
+of the branches), or when it takes longer than the budget. A group
 that fails has its composition pattern recorded in the
 :class:`~tvm_fusion_ext.partitioners.apollo.FeedbackStore` (a JSON file when ``feedback_path`` is
 set) and the partition is regenerated with that pattern refused, so the group is split. The next
@@ -34,10 +35,10 @@ import tvm
 from tvm import relax, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from ..analysis.graph import DataflowGraph, NodeKind, build_graphs
+from ..analysis.graph import DataflowGraph, NodeKind, build_graph, build_graphs
 from ..hardware import HardwareSpec, spec_for_target
 from ..partitioners.apollo import LAYERS, TABLE_1, ApolloPartitioner, FeedbackStore
-from ..partitioners.apollo.micro_graphs import composition_pattern, op_name
+from ..partitioners.apollo.micro_graphs import composition_pattern, extract_subgraphs, op_name
 from ..partitioners.apollo.rules import RuleLevel
 from ..pipelines import register_fusion
 from ..registration import register_pass
@@ -121,10 +122,25 @@ class DownstreamCompiler:
     def __call__(self, mini: tvm.IRModule, pattern: str) -> str | None:
         key = pattern + "|" + str(mini["main"].ty)
         if key not in self._cache:
-            self._cache[key] = self._compile(mini)
+            self._cache[key] = self._check(mini)
         return self._cache[key]
 
-    def _compile(self, mini: tvm.IRModule) -> str | None:
+    def _check(self, mini: tvm.IRModule) -> str | None:
+        """A connected group must be loop-fused. A Layer III composition (several independent
+        branches side by side) has nothing to fuse across branches: each branch of several ops
+        must be loop-fused, and the composition must compile."""
+        graph = build_graph(mini)
+        branches = extract_subgraphs(graph)
+        if len(branches) == 1:
+            return self._compile(mini, loop_fused=True)
+        for branch in branches:
+            if len(branch) > 1:
+                reason = self(group_module(mini, graph, branch), composition_pattern(graph, branch))
+                if reason is not None:
+                    return f"branch {composition_pattern(graph, branch)}: {reason}"
+        return self._compile(mini, loop_fused=False)
+
+    def _compile(self, mini: tvm.IRModule, loop_fused: bool) -> str | None:
         from ..tir_passes.default_schedule import DefaultSchedule
         from ..tir_passes.loop_fusion import AnchorLoopFusion
 
@@ -142,7 +158,7 @@ class DownstreamCompiler:
             with self.target:
                 kernel = schedule(kernel)
                 tvm.compile(kernel, target=self.target)
-            if not schedule.stats[AnchorLoopFusion.__name__]:
+            if loop_fused and not schedule.stats[AnchorLoopFusion.__name__]:
                 return f"the loop-fusion pass declined ({', '.join(schedule.stats)} instead)"
         except Exception as err:  # noqa: BLE001 - any downstream failure is feedback, not a crash
             return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
