@@ -110,7 +110,8 @@ def _primitive(mod: tvm.IRModule, op) -> relax.Function | None:
 
 def calls_per_inference(mod: tvm.IRModule) -> Counter:
     """Kernels (``call_tir`` callee names) and other ops called by the module's entry functions,
-    looking through calls of ``Primitive`` functions: what a regrouping must preserve."""
+    looking through calls of ``Primitive`` functions: what a regrouping must preserve. Unused
+    bindings are not counted (``FuseOps`` drops dead groups)."""
     counts: Counter = Counter()
 
     def visit(expr):
@@ -124,8 +125,8 @@ def calls_per_inference(mod: tvm.IRModule) -> Counter:
         elif (callee := _primitive(mod, expr.op)) is not None:
             relax.analysis.post_order_visit(callee.body, visit)
 
-    for _, func in _relax_functions(mod):
-        relax.analysis.post_order_visit(func.body, visit)
+    for _, func in _relax_functions(mod):  # dead bindings do not count: FuseOps drops them
+        relax.analysis.post_order_visit(relax.analysis.remove_all_unused(func).body, visit)
     return counts
 
 
