@@ -25,6 +25,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_zoo import _cell, model_args
 
 from tvm_fusion_ext import zoo
 from tvm_fusion_ext.evaluation import compare, load_workload, machine_description, parse_fusions
@@ -58,21 +61,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"unknown case(s) {unknown}; zoo: {', '.join(zoo.model_names())}")
     try:
         args.fusion = parse_fusions(args.fusion)
-        args.per_model = _model_args(args.model_arg)
     except ValueError as err:
         parser.error(str(err))
+    args.per_model = model_args(args)
     return args
-
-
-def _model_args(items: list[str]) -> dict[str, list[str]]:
-    per_model: dict[str, list[str]] = {}
-    for item in items:
-        model, sep, assignment = item.partition(":")
-        if not sep or model not in zoo.MODELS:
-            raise ValueError(f"--model-arg {item!r} is not MODEL:KEY=VALUE with a zoo model")
-        zoo.parse_model_args(model, [assignment])  # fail now, not an hour in
-        per_model.setdefault(model, []).append(assignment)
-    return per_model
 
 
 def kernel_rows(workload, fusions: list[str], target: str) -> list[dict]:
@@ -94,10 +86,6 @@ def _gain(rows: dict, slow: str, fast: str) -> float | None:
     """Table 3's improvement of ``fast`` over ``slow``: ``slow / fast - 1`` in latency."""
     a, b = rows.get(slow, {}).get("latency_ms"), rows.get(fast, {}).get("latency_ms")
     return a / b - 1 if a and b else None
-
-
-def _cell(value, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
 
 
 def markdown(cases: dict[str, dict], fusions: list[str], timed: bool) -> str:
@@ -132,8 +120,8 @@ def main(argv=None) -> int:
     cases, started = {}, time.time()
     machine = None
     for case in args.cases:
-        model_args = args.per_model.get(case, [])
-        workload = load_workload(case, model_args)
+        assignments = args.per_model.get(case, [])
+        workload = load_workload(case, assignments)
         t0 = time.time()
         if args.kernels_only:
             report = {"model": case, "rows": kernel_rows(workload, args.fusion, args.target)}
@@ -142,7 +130,7 @@ def main(argv=None) -> int:
                              threads=args.threads, min_runs=args.runs, progress=False)
             machine = result.machine
             report = result.to_json()
-        report["args"] = zoo.parse_model_args(case, model_args)
+        report["args"] = zoo.parse_model_args(case, assignments)
         report["seconds"] = round(time.time() - t0, 1)
         cases[case] = report
         print(f"{case}: {report['seconds']:.0f} s", file=sys.stderr, flush=True)
