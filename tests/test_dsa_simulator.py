@@ -68,7 +68,7 @@ def test_tiled_gemm_in_lb(tiny):
     # A, B and C tiles (8192 + 8192 + 4096 B) are all live during the compute block.
     assert model["footprint"] == {"lb": 20480, "gb": 0, "lb_double_buffered": 36864,
                                   "lb_live": 20480, "lb_live_double_buffered": 36864,
-                                  "gb_per_tile": 0, "gb_per_tile_live": 0}
+                                  "gb_live": 0, "gb_per_tile": 0, "gb_per_tile_live": 0}
     assert prof["cycles"] == 100 + 9394
     assert prof["ddr_bytes"] == 4 * (32768 + 4096) == prof["lb_bytes"]
     assert prof["gb_bytes"] == 0

@@ -11,9 +11,11 @@ bound to cores, with layer outputs stitched in LB and weights promoted.
 
 Hardware awareness per target (section 3.6):
 
-* **DSA**: an instance is bound to the cores of one cluster (Algorithm 4's factors 8/4/2/1 within
-  ``cores_per_cluster``), so the LB it may fill in Algorithm 1 is those cores' LBs together,
-  ``cores_per_cluster * lb_bytes``; no cap on sub-graph size.
+* **DSA**: the batch is split across the ``d`` clusters (data parallelism, section 2.1: GraphTurbo
+  schedules one cluster's share) and an instance is bound to the ``c`` cores of its cluster
+  (Algorithm 4's factors 8/4/2/1), keeping its tensors in their LBs. Algorithm 1 on one cluster's
+  share against ``c`` LBs is Algorithm 1 on the whole graph against all ``d * c`` LBs, so
+  ``sizeof(LB)`` is ``num_cores * lb_bytes`` here; no cap on sub-graph size.
 * **CPU** (``llvm``): LB is the per-core cache of the CPU spec (``fast_memory_bytes``). The CPU
   default schedule has no instance loop: it runs each layer of a kernel over the whole tensor and
   tiles one anchor op per kernel (section 4.1), so the layers of a sub-graph only exchange data
@@ -63,7 +65,7 @@ class GraphTurboFusion:
         spec = spec_for_target(target)
         dsa = target is not None and "dsa" in target.keys
         cores = self.cores or getattr(spec, "cores_per_cluster", spec.num_cores)
-        lb = self.lb_bytes or (spec.fast_memory_bytes * cores if dsa else spec.fast_memory_bytes)
+        lb = self.lb_bytes or spec.fast_memory_bytes * (spec.num_cores if dsa else 1)
         partitioner = GraphTurboPartitioner(lb, cores, self.max_ops, self.options,
                                             single_anchor_above=None if dsa else lb)
         out = MaterializePartition(partitioner)(mod)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tvm
 import tvm_ffi
@@ -48,7 +48,7 @@ from tvm import s_tir, tirx
 from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate
 from ..partitioners.graphturbo.split_info import MAX_RECOMPUTE_RATIO
-from .kernel_model import CORES, DOUBLE_BUFFER, TILE, _compact, kernel_model
+from .kernel_model import CORES, DOUBLE_BUFFER, INSTANCES, TILE, _compact, kernel_model
 from .simulator import fits, kernel_cycles
 from .spec import DSASpec
 
@@ -69,6 +69,18 @@ class Unsupported(Exception):
     """The sub-graph cannot be staged this way (the caller falls back to the per-kernel schedule)."""
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a piece's tensors go (section 4.3): ``spill`` names the ones not in LB (a layer output
+    by its buffer name, an activation input or an output by its parameter name) with their scope;
+    ``lb_peak`` / ``gb_peak`` are the live bytes of the others in LB and of the spilled ones in
+    one core's GB share."""
+
+    spill: dict = field(default_factory=dict)
+    lb_peak: int = 0
+    gb_peak: int = 0
+
+
 @dataclass
 class Staged:
     """One staged candidate: its TIR, kernel model, pieces, spills and simulated cycles."""
@@ -76,9 +88,10 @@ class Staged:
     func: tirx.PrimFunc
     model: dict
     splits: dict[int, int]
-    spill: dict[str, str]
+    placement: Placement
     cycles: int
     fits: bool
+    form: str = "pieces"  # or "layers" (:func:`stage_layers`)
 
     @property
     def pieces(self) -> int:
@@ -87,20 +100,44 @@ class Staged:
 
 # ---- one schedule --------------------------------------------------------------------------------
 def stage_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
-                   splits: dict[int, int], spill: dict[str, str] | None = None,
-                   staging: bool = True) -> tirx.PrimFunc:
-    """The kernel of the module docstring, with the output split ``{dim: pieces}`` and the
-    intermediates named in ``spill`` placed in that scope (others in LB). ``staging=False`` stops
-    after the pieces (no DMA, promotion or scopes): enough to count operations."""
+                   splits: dict[int, int], placement: Placement | None = None) -> tirx.PrimFunc:
+    """The kernel of the module docstring, with the output split ``{dim: pieces}`` and the piece
+    tensors placed per ``placement`` (default: all in LB). The anchors' chunk buffers get what LB
+    leaves beside the piece tensors (halved when double-buffered), the promoted weights what GB
+    leaves beside the spilled piece tensors of a cluster's cores."""
+    placement = placement or Placement()
+    spill = placement.spill
+    sch, piece, weights = _pieces(func, plan, splits, spill)
+    intermediates = {b.name for b in _alloc_buffers(func)}
+    for rv in _block_rvs(sch):
+        buf = sch.get(rv).writes[0].source
+        if buf.name in intermediates and buf.scope() != spill.get(buf.name, LB):
+            sch.set_scope(rv, 0, spill.get(buf.name, LB))
+    double = 2 if plan.options.instruction_scheduling else 1
+    chunk_budget = max(spec.lb_bytes // WEIGHT_BUFFER_FRACTION,
+                       (spec.lb_bytes - placement.lb_peak) // double)
+    promote_budget = spec.gb_bytes - spec.cores_per_cluster * placement.gb_peak
+    _stage_operands(sch, spec, weights, piece, chunk_budget, promote_budget)
+    if spec.matrix_shape is not None:
+        from .intrinsics import tensorize_contractions
+
+        sch = tensorize_contractions(sch, spec)
+    _annotate(sch, piece, spec, plan)
+    return _promote_per_cluster(sch.mod["main"], spec)
+
+
+def _pieces(func: tirx.PrimFunc, plan: SubgraphPlan, splits: dict[int, int],
+            spill: dict[str, str]) -> tuple[s_tir.Schedule, object, set[str]]:
+    """Items 1 and 3 of the module docstring without the weights: inline element-wise ops, cache
+    the outputs, split them into pieces, ``compute_at`` every block into the piece loop and stage
+    the activation inputs per piece. Returns the schedule, the piece loop and the parameters left
+    to stage (the weights: every piece reads them whole)."""
     sch = s_tir.Schedule(func)
     _inline_elementwise(sch)
     params = {p.name for p in sch.mod["main"].params}
-    intermediates = {b.name for b in _alloc_buffers(sch.mod["main"])}
-    outputs = [rv for rv in (sch.get_sblock(n) for n in _block_names(sch.mod["main"]))
-               if any(w.source.name in params for w in sch.get(rv).writes)]
+    outputs = [rv for rv in _block_rvs(sch) if any(w.source.name in params for w in sch.get(rv).writes)]
     if not outputs:
         raise Unsupported("no block writes an output")
-    spill = spill or {}
     anchor = _anchor_output(sch, outputs, plan.output_shape)
 
     def cache_output(rv):
@@ -108,72 +145,74 @@ def stage_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
 
     store = cache_output(anchor)
     piece = _piece_loop(sch, store, splits)
-    skip = {sch.get(store).name_hint}
     others = [cache_output(rv) for rv in outputs if not sch.get(rv).same_as(sch.get(anchor))]
-    skip |= {sch.get(rv).name_hint for rv in others}
-    for name in reversed(_block_names(sch.mod["main"])):
-        if name not in skip:
-            _try(sch.compute_at, sch.get_sblock(name), piece, preserve_unit_loops=True)
+    skip = {sch.get(rv).name_hint for rv in (store, *others)}
+    for rv in reversed(_block_rvs(sch)):
+        if sch.get(rv).name_hint not in skip:
+            _try(sch.compute_at, rv, piece, preserve_unit_loops=True)
     for rv in others:
         if not _try(sch.reverse_compute_at, rv, piece, preserve_unit_loops=True):
             raise Unsupported("a second output cannot follow the piece loop")
-    if staging:
-        for name in _block_names(sch.mod["main"]):
-            rv = sch.get_sblock(name)
-            buf = sch.get(rv).writes[0].source
-            if buf.name in intermediates and buf.scope() != spill.get(buf.name, LB):
-                sch.set_scope(rv, 0, spill.get(buf.name, LB))
-        _stage_inputs(sch, spec, params, piece, spill)
-        if spec.matrix_shape is not None:
-            from .intrinsics import tensorize_contractions
+    piece_var = sch.get(piece).loop_var
+    realizes = _realizes(sch.mod["main"])
+    weights = set()
+    for pname, names in _param_readers(realizes, params).items():
+        if not any(_depends_on(realizes[n], pname, piece_var) for n in names):
+            weights.add(pname)
+            continue
+        first = sch.get_sblock(names[0])
+        copy = sch.cache_read(first, _read_index(sch, first, pname), spill.get(pname, LB))
+        if not _try(sch.compute_at, copy, piece, preserve_unit_loops=True):
+            raise Unsupported(f"input {pname} cannot be staged per piece")
+    return sch, piece, weights
 
-            sch = tensorize_contractions(sch, spec)
+
+def _annotate(sch, piece, spec: DSASpec, plan: SubgraphPlan) -> None:
     sch.annotate(piece, TILE, 1)
     sch.annotate(piece, CORES, spec.num_cores)
     sch.annotate(piece, DOUBLE_BUFFER, int(plan.options.instruction_scheduling))
-    out = sch.mod["main"]
-    return _promote_per_cluster(out, spec) if staging else out
 
 
-def _stage_inputs(sch: s_tir.Schedule, spec: DSASpec, params: set, piece,
-                  spill: dict[str, str]) -> None:
-    """Inputs of a piece (module docstring, item 3): activations DDR -> LB (or GB when spilled) per
-    piece; weights DDR -> GB once, then GB -> LB per chunk of the anchor reading them, or per piece
-    for small element-wise operands; an anchor's spilled operands GB -> LB per chunk and its
-    spilled output written back per chunk."""
-    budget = spec.lb_bytes // WEIGHT_BUFFER_FRACTION
-    piece_var = sch.get(piece).loop_var
-    realizes = _realizes(sch.mod["main"])
+def _param_readers(realizes: dict, params: set) -> dict[str, list[str]]:
     readers: dict[str, list[str]] = {}
     for name, realize in realizes.items():
         for region in realize.block.reads:
             if region.source.name in params and name not in readers.setdefault(region.source.name, []):
                 readers[region.source.name].append(name)
-    small: list[tuple[str, str]] = []  # (first reader, promoted buffer) staged per piece
-    for pname, names in readers.items():
+    return readers
+
+
+def _stage_operands(sch: s_tir.Schedule, spec: DSASpec, weights: set[str], piece, budget: int,
+                    promote_budget: int) -> None:
+    """Weights (parameters every piece reads whole) DDR -> GB once, in order of use while they fit
+    ``promote_budget``, then -> LB per chunk of the anchor reading them, or per piece for small
+    operands of element-wise ops; an anchor's other operands in GB or DDR (spilled tensors) -> LB
+    per chunk of at most ``budget`` bytes, and a spilled anchor output written back per chunk
+    (module docstring, item 3)."""
+    realizes = _realizes(sch.mod["main"])
+    small: list[tuple[str, str]] = []  # (first reader, staged buffer) copied to LB per piece
+    for pname, names in _param_readers(realizes, weights).items():
         first = sch.get_sblock(names[0])
-        if any(_depends_on(realizes[n], pname, piece_var) for n in names):
-            copy = sch.cache_read(first, _read_index(sch, first, pname), spill.get(pname, LB))
-            if not _try(sch.compute_at, copy, piece, preserve_unit_loops=True):
-                raise Unsupported(f"input {pname} cannot be staged per piece")
-            continue
-        gb = sch.get(sch.cache_read(first, _read_index(sch, first, pname), GB)).writes[0].source
+        source = pname
+        size = _buffer_bytes(sch.get(first).reads[_read_index(sch, first, pname)].source)
+        if size <= promote_budget:
+            promote_budget -= size
+            copy = sch.cache_read(first, _read_index(sch, first, pname), GB)
+            source = sch.get(copy).writes[0].source.name
         anchor_read = len(names) == 1 and _is_reduction(realizes[names[0]].block)
-        if not anchor_read and _buffer_bytes(gb) <= budget:
-            small.append((names[0], gb.name))
-    for reader, gb_name in small:  # one LB copy per piece, read by every reader
+        if not anchor_read and size <= spec.lb_bytes // WEIGHT_BUFFER_FRACTION:
+            small.append((names[0], source))
+    for reader, name in small:  # one LB copy per piece, read by every reader
         rv = sch.get_sblock(reader)
-        copy = sch.cache_read(rv, _read_index(sch, rv, gb_name), LB)
+        copy = sch.cache_read(rv, _read_index(sch, rv, name), LB)
         sch.compute_at(copy, piece, preserve_unit_loops=True)
-    for name in _block_names(sch.mod["main"]):
-        rv = sch.get_sblock(name)
+    for rv in _block_rvs(sch):
         block = sch.get(rv)
         if not _is_reduction(block):
             continue
         written = block.writes[0].source
-        readers_of = {r.source.name: r.source for r in block.reads}
-        staged = [n for n, buf in readers_of.items()
-                  if buf.scope() in (GB, DDR) and not buf.same_as(written)]
+        staged = sorted({r.source.name for r in block.reads
+                         if r.source.scope() in (GB, DDR) and not r.source.same_as(written)})
         spilled_out = written.scope() != LB
         if not staged and not spilled_out:
             continue
@@ -192,54 +231,79 @@ def _chunk_loops(sch: s_tir.Schedule, rv, staged: set[str], spec: DSASpec, budge
     """Tile an anchor below the piece loop (section 4.1, Fig. 11): its two outermost spatial loops,
     and its outer reduction loop, get the tile sizes that minimise the time of the DMAs bringing the
     ``staged`` operands (promoted weights, spilled tensors) into LB per chunk - bytes at the GB
-    rate of one core plus one DMA latency per transfer - while the double-buffered chunks fit
-    ``budget``; GEMM-shaped anchors tile their last two spatial loops instead, with multiples of the
-    matrix unit's shape. The outer loops of the splits are moved right below the piece loop;
-    returns them as ``(spatial, reduction)`` lists."""
-    realize = _realizes(sch.mod["main"])[sch.get(rv).name_hint]
-    block = realize.block
-    own = sch.get_loops(rv)[1:]
-    extent = {sch.get(lp).loop_var.name: int(sch.get(lp).extent) for lp in own}
-    order = [sch.get(lp).loop_var.name for lp in own]
-    feeds: dict[str, tuple[str, int]] = {}  # loop var -> (block var, iter type)
-    for iv, value in zip(block.iter_vars, realize.iter_values):
-        for var in _vars(value):
-            if var.name in extent:
-                feeds.setdefault(var.name, (iv.var.name, int(iv.iter_type)))
-    spatial = [v for v in order if v in feeds and feeds[v][1] == 0 and extent[v] > 1]
-    matrix = spec.matrix_shape if _gemm_like(block) else None
-    spatial = spatial[-2:] if matrix is not None else spatial[:2]
-    reduce = [v for v in order if v in feeds and feeds[v][1] == 2 and extent[v] > 1][:1]
-    tiled = spatial + reduce
-    if not tiled:
-        return [], []
-    regions = [r for r in block.reads if r.source.name in staged]
+    rate of one core plus one DMA latency per transfer - while one chunk's buffers fit ``budget``
+    (the caller halves it for double buffering). Returns the split loops as ``(spatial,
+    reduction)`` lists, moved right below the piece loop."""
+    loops = _LoopNest(sch, rv, depth=1, spec=spec)
+    regions = [_Span(r) for r in loops.block.reads if r.source.name in staged]
     if spilled_out:
-        regions += list(block.writes)
+        regions += [_Span(w) for w in loops.block.writes]
     rate = spec.bytes_per_cycle("gb") / spec.cores_per_cluster
-    best = None
-    shape = None if matrix is None else (*matrix[2 - len(spatial):2], *matrix[2:][:len(reduce)])
-    for sizes in _tile_choices([extent[v] for v in tiled], shape):
-        tile = dict(zip(tiled, sizes))
-        dom = {feeds[v][0]: tile.get(v, extent[v]) for v in order if v in feeds}
-        per_chunk = [_span_bytes(r, dom) for r in regions]
-        if 2 * sum(per_chunk) > budget:
-            continue
-        chunks = math.prod(extent[v] // tile[v] for v in tiled)
-        cost = chunks * (sum(per_chunk) / rate + len(per_chunk) * spec.dma_latency_cycles)
-        if best is None or cost < best[0]:
-            best = (cost, tile)
-    if best is None:
-        best = (0, {v: 1 for v in tiled})
-    loops = {sch.get(lp).loop_var.name: lp for lp in own}
-    split = {v: sch.split(loops[v], [extent[v] // best[1][v], best[1][v]])[0]
-             for v in tiled if best[1][v] < extent[v]}
-    if not split:
-        return [], []
-    outers = list(split.values())
-    rest = [lp for lp in sch.get_loops(rv)[1:] if not any(_same(sch, lp, o) for o in outers)]
-    sch.reorder(*outers, *rest)
-    return [split[v] for v in spatial if v in split], [split[v] for v in reduce if v in split]
+
+    def cost(tile: dict[str, int]):
+        per_chunk = [r.bytes(loops.dom(tile)) for r in regions]
+        if sum(per_chunk) > budget:
+            return None
+        chunks = math.prod(loops.extent[v] // tile[v] for v in loops.tiled)
+        return chunks * (sum(per_chunk) / rate + len(per_chunk) * spec.dma_latency_cycles)
+
+    return loops.split(loops.best(cost))
+
+
+class _LoopNest:
+    """The loops of block ``rv`` below its first ``depth`` loops, as a tiling problem: its two
+    outermost spatial loops (a GEMM's last two, in multiples of the matrix unit) and its outer
+    reduction loop are ``tiled``; :meth:`best` picks tile sizes by a cost, :meth:`split` applies
+    them."""
+
+    def __init__(self, sch: s_tir.Schedule, rv, depth: int, spec: DSASpec):
+        self.sch, self.rv, self.depth = sch, rv, depth
+        realize = _realize(sch, rv)
+        self.block = realize.block
+        self.own = sch.get_loops(rv)[depth:]
+        self.extent = {sch.get(lp).loop_var.name: int(sch.get(lp).extent) for lp in self.own}
+        self.order = [sch.get(lp).loop_var.name for lp in self.own]
+        self.feeds: dict[str, tuple[str, int]] = {}  # loop var -> (block var, iter type)
+        for iv, value in zip(self.block.iter_vars, realize.iter_values):
+            for var in _vars(value):
+                if var.name in self.extent:
+                    self.feeds.setdefault(var.name, (iv.var.name, int(iv.iter_type)))
+        spatial = [v for v in self.order if v in self.feeds and self.feeds[v][1] == 0
+                   and self.extent[v] > 1]
+        self.matrix = spec.matrix_shape if _gemm_like(self.block) else None
+        self.spatial = spatial[-2:] if self.matrix is not None else spatial[:2]
+        self.reduce = [v for v in self.order if v in self.feeds and self.feeds[v][1] == 2
+                       and self.extent[v] > 1][:1]
+        self.tiled = self.spatial + self.reduce
+
+    def dom(self, tile: dict[str, int]) -> dict[str, int]:
+        """Values each block var takes within one tile."""
+        return {self.feeds[v][0]: tile.get(v, self.extent[v]) for v in self.order if v in self.feeds}
+
+    def best(self, cost) -> dict[str, int]:
+        """The tile of least ``cost(tile)`` (None: infeasible); else all-ones."""
+        shape = None if self.matrix is None else (
+            *self.matrix[2 - len(self.spatial):2], *self.matrix[2:][:len(self.reduce)])
+        best = None
+        for sizes in _tile_choices([self.extent[v] for v in self.tiled], shape):
+            tile = dict(zip(self.tiled, sizes))
+            value = cost(tile)
+            if value is not None and (best is None or value < best[0]):
+                best = (value, tile)
+        return best[1] if best is not None else dict.fromkeys(self.tiled, 1)
+
+    def split(self, tile: dict[str, int]) -> tuple[list, list]:
+        """Split the tiled loops by ``tile``; the outer parts go first, spatial then reduction."""
+        sch = self.sch
+        loops = {sch.get(lp).loop_var.name: lp for lp in self.own}
+        outer = {v: sch.split(loops[v], [self.extent[v] // tile[v], tile[v]])[0]
+                 for v in self.tiled if tile[v] < self.extent[v]}
+        if not outer:
+            return [], []
+        first = list(outer.values())
+        rest = [lp for lp in sch.get_loops(self.rv)[self.depth:] if not any(_same(sch, lp, o) for o in first)]
+        sch.reorder(*first, *rest)
+        return [outer[v] for v in self.spatial if v in outer], [outer[v] for v in self.reduce if v in outer]
 
 
 def _tile_choices(extents: list[int], matrix: tuple[int, ...] | None) -> list[tuple[int, ...]]:
@@ -256,21 +320,32 @@ def _tile_choices(extents: list[int], matrix: tuple[int, ...] | None) -> list[tu
     return out
 
 
-def _span_bytes(region, dom: dict[str, int]) -> int:
-    """Bytes of ``region`` when each block var ``v`` ranges over ``dom[v]`` values."""
-    analyzer = tvm.sym.Analyzer()
-    sets = {}
-    total = 1
-    for rng, dim in zip(region.region, region.source.shape):
-        for var in _vars(rng.min):
-            if var.name in dom and var not in sets:
-                dtype = str(var.ty.dtype)
-                sets[var] = tvm.sym.IntervalSet(tirx.const(0, dtype),
-                                                tirx.const(dom[var.name] - 1, dtype))
-        bound = analyzer.int_set(rng.min, sets)
-        span = int(bound.max_value) - int(bound.min_value) + int(rng.extent)
-        total *= min(int(dim), span)
-    return total * _elem_bytes(region.source)
+class _Span:
+    """Bytes of a buffer region when each block var ``v`` takes ``dom[v]`` values (interval
+    arithmetic on its index expressions), memoised per dimension."""
+
+    def __init__(self, region):
+        self.buffer = region.source
+        self.dims = []
+        for rng, extent in zip(region.region, region.source.shape):
+            names = tuple(sorted({v.name: v for v in _vars(rng.min)}.items()))
+            self.dims.append((rng, int(extent), names))
+        self.memo: dict = {}
+        self.analyzer = tvm.sym.Analyzer()
+
+    def bytes(self, dom: dict[str, int]) -> int:
+        total = 1
+        for k, (rng, extent, names) in enumerate(self.dims):
+            key = (k, tuple(dom.get(n, 0) for n, _ in names))
+            if key not in self.memo:
+                sets = {var: tvm.sym.IntervalSet(tirx.const(0, str(var.ty.dtype)),
+                                                 tirx.const(dom[n] - 1, str(var.ty.dtype)))
+                        for n, var in names if n in dom}
+                bound = self.analyzer.int_set(rng.min, sets)
+                span = int(bound.max_value) - int(bound.min_value) + int(rng.extent)
+                self.memo[key] = min(extent, span)
+            total *= self.memo[key]
+        return total * _elem_bytes(self.buffer)
 
 
 def _gemm_like(block) -> bool:
@@ -279,6 +354,124 @@ def _gemm_like(block) -> bool:
     return (sum(iv.iter_type == 2 for iv in block.iter_vars) == 1
             and isinstance(body, tirx.BufferStore) and isinstance(body.value, tirx.Add)
             and any(isinstance(side, tirx.Mul) for side in (body.value.a, body.value.b)))
+
+
+def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
+                 instances: int = 1) -> tirx.PrimFunc:
+    """The sub-graph with every layer bound to all cores (section 3.4's binding across the
+    "other parallelizable dimensions"): inside an optional loop over ``instances`` of the plan's
+    dimension (annotated ``dsa.instances``), each block is one phase tiled over the cores
+    (:func:`_tile_layer`), its operands staged into LB per tile; layer outputs are exchanged
+    through GB (Algorithm 4 sends an output to GB when producer and consumer bindings differ, as
+    they do here), spilled to DDR by liveness when the live ones exceed GB (section 4.3)."""
+    sch = s_tir.Schedule(func)
+    _inline_elementwise(sch)
+    params = {p.name for p in sch.mod["main"].params}
+    depth = 0
+    if instances > 1:
+        outputs = [rv for rv in _block_rvs(sch) if any(w.source.name in params
+                                                        for w in sch.get(rv).writes)]
+        anchor = _anchor_output(sch, outputs, plan.output_shape)
+        loop = sch.get_loops(anchor)[plan.dim]
+        extent = int(sch.get(loop).extent)
+        if extent % instances:
+            raise Unsupported(f"{instances} instances do not divide extent {extent}")
+        outer, _ = sch.split(loop, [instances, extent // instances])
+        if not _same(sch, outer, sch.get_loops(anchor)[0]):
+            sch.reorder(outer, sch.get_loops(anchor)[0])
+        for rv in reversed(_block_rvs(sch)):
+            inside = sch.get(rv).same_as(sch.get(anchor)) or _try(
+                sch.compute_at, rv, outer, preserve_unit_loops=True) or _try(
+                sch.reverse_compute_at, rv, outer, preserve_unit_loops=True)
+            if not inside:
+                raise Unsupported(f"block {sch.get(rv).name_hint} stays outside the instances")
+        sch.annotate(outer, INSTANCES, 1)
+        depth = 1
+    for name, scope in _layer_scopes(sch, spec).items():
+        sch.set_scope(sch.get_sblock(name), 0, scope)
+    for rv in _block_rvs(sch):
+        if len(sch.get_loops(rv)) > depth:
+            _tile_layer(sch, rv, spec, depth, plan.options.instruction_scheduling)
+    return sch.mod["main"]
+
+
+def _layer_scopes(sch, spec: DSASpec) -> dict[str, str]:
+    """Scope of each layer output (by the block writing it): GB, or DDR for the longest-lived
+    ones when the live ones exceed GB (section 4.3 with LB out of the picture)."""
+    compact = _compact(sch.mod["main"])
+    blocks = _blocks(compact)
+    leaves = [b for b in blocks if b.name_hint != "root" and not _has_child(b)]
+    allocated = {b.name: _buffer_bytes(b) for block in blocks for b in block.alloc_buffers}
+    first, last, writer = {}, {}, {}
+    for ct, leaf in enumerate(leaves):
+        for region in (*leaf.reads, *leaf.writes):
+            first.setdefault(region.source.name, ct)
+            last[region.source.name] = ct
+        for region in leaf.writes:
+            writer.setdefault(region.source.name, leaf.name_hint)
+    tensors = [Tensor(n, size, first.get(n, 0), last.get(n, 0)) for n, size in allocated.items()
+               if n in writer]
+    placed = allocate(tensors, len(leaves), 0, spec.gb_bytes)
+    return {writer[n]: GB if level == "GB" else DDR for n, level in placed.level.items()}
+
+
+def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool) -> None:
+    """One layer as one phase: its outer spatial loops tiled and fused into a loop over tiles
+    bound to every core, its reduction chunked, every operand outside LB staged per chunk and its
+    output written back per tile. Tile sizes minimise the phase's cycles as the simulator counts
+    them (loads, MACs on the unit the block uses, stores; double buffering) among those whose
+    buffers fit LB."""
+    loops = _LoopNest(sch, rv, depth, spec)
+    if not loops.spatial:
+        return
+    block = loops.block
+    reads = [(_Span(r), r.source.scope()) for r in block.reads if r.source.scope() != LB
+             and not r.source.same_as(block.writes[0].source)]
+    out = _Span(block.writes[0])
+    iterations = math.prod(loops.extent.values())
+    unit = spec.unit_for("vmac" if _is_reduction(block) else "vector")
+    lat = spec.dma_latency_cycles
+
+    def rate(level: str, active: int):
+        if level == "ddr":
+            return spec.bytes_per_cycle("ddr") / active
+        return spec.bytes_per_cycle("gb") / min(active, spec.cores_per_cluster)
+
+    def cost(tile: dict[str, int]):
+        dom = loops.dom(tile)
+        staged = [(span.bytes(dom), _level(scope)) for span, scope in reads]
+        out_bytes = out.bytes(dom)
+        if sum(b for b, _ in staged) * (2 if double else 1) + out_bytes > spec.lb_bytes:
+            return None
+        tiles = math.prod(loops.extent[v] // tile[v] for v in loops.spatial)
+        chunks = math.prod(loops.extent[v] // tile[v] for v in loops.reduce)
+        active = min(tiles, spec.num_cores)
+        per_core = math.ceil(tiles / spec.num_cores)
+        load = chunks * sum(b / rate(level, active) + lat for b, level in staged)
+        store = out_bytes / rate(_level(block.writes[0].source.scope()), active) + lat
+        compute = iterations / tiles / unit.ops_per_cycle
+        if double and per_core > 1:
+            return load + compute + store + (per_core - 1) * max(load, compute, store)
+        return per_core * (load + compute + store)
+
+    spatial, reduce = loops.split(loops.best(cost))
+    if not spatial:
+        return
+    tile_loop = sch.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+    inner = (reduce or [tile_loop])[-1]
+    for name in sorted({span.buffer.name for span, _ in reads}):
+        copy = sch.cache_read(rv, _read_index(sch, rv, name), LB, consumer_blocks=[rv])
+        if not _try(sch.compute_at, copy, inner, preserve_unit_loops=True):
+            raise Unsupported(f"operand {name} of {block.name_hint} cannot be staged per tile")
+    write = sch.cache_write(rv, 0, LB)
+    _try(sch.reverse_compute_at, write, tile_loop, preserve_unit_loops=True)
+    sch.annotate(tile_loop, TILE, 1)
+    sch.annotate(tile_loop, CORES, spec.num_cores)
+    sch.annotate(tile_loop, DOUBLE_BUFFER, int(double))
+
+
+def _level(scope: str) -> str:
+    return "gb" if scope == GB else "ddr"
 
 
 def _promote_per_cluster(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
@@ -309,54 +502,99 @@ def _is_promotion(stmt) -> bool:
 
 # ---- search --------------------------------------------------------------------------------------
 def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) -> Staged:
-    """Choose the pieces (module docstring) and return the fastest staged candidate."""
+    """GraphTurbo's kernel for one sub-graph: the fastest (simulated) of its candidates that fit
+    LB and GB. With buffer stitching the per-core pieces (:func:`_search_pieces`); with instance
+    splitting, or without stitching (Fig. 15's first bar, "LLB only"), the layer-bound form
+    (:func:`stage_layers`), with instance splitting both over the whole output and over the plan's
+    instances."""
     func = unique_buffer_names(func)
+    candidates = []
+    if plan.options.stitch:
+        candidates.append(_search_pieces(func, spec, plan))
+    if plan.options.instances or not plan.options.stitch:
+        counts = {1}
+        if plan.options.instances and plan.instances > 1 and plan.dim < len(plan.output_shape):
+            extent = plan.output_shape[plan.dim]
+            counts.add(next(d for d in _divisors(extent) if d >= plan.instances))
+        candidates += [_layer_candidate(func, spec, plan, n) for n in sorted(counts)]
+    candidates = [c for c in candidates if c is not None]
+    if not candidates:
+        raise Unsupported("no kernel form could be staged")
+    return max(candidates, key=lambda c: (c.fits, -c.cycles))
+
+
+def _layer_candidate(func, spec: DSASpec, plan: SubgraphPlan, instances: int) -> Staged | None:
+    try:
+        staged = stage_layers(func, spec, plan, instances)
+    except (Unsupported, s_tir.ScheduleError) as err:
+        _LOG.info("graphturbo layers x%d declined: %s", instances, err)
+        return None
+    model = kernel_model(staged)
+    splits = {plan.dim: instances} if instances > 1 else {}
+    return Staged(staged, model, splits, Placement(), kernel_cycles(model, spec),
+                  fits(model, spec, reuse=True), "layers")
+
+
+def _search_pieces(func, spec: DSASpec, plan: SubgraphPlan) -> Staged | None:
+    """The per-core pieces of the module docstring, the fastest of a short search.
+
+    The plan's instances, then each factor of its binding, are applied one at a time (binding only
+    without instance splitting); pieces are then refined one bindable dimension at a time
+    (outermost first, by the smallest prime factor left). A step whose operations exceed
+    :data:`MAX_RECOMPUTE_RATIO` times the unsplit kernel's is undone and its dimension is no longer
+    split. Every refinement is staged and simulated; without instance splitting the refinement
+    stops once every core has a piece, with it once a fitting candidate with a piece per core is
+    no longer improved on.
+    """
     shape = tuple(plan.output_shape)
-    base_ops = _total_ops(kernel_model(stage_subgraph(func, spec, plan, {}, staging=False)))
-    bindable = [d for d in range(len(shape)) if shape[d] > 1 and _ops_within(
-        func, spec, plan, {d: _smallest_factor(shape[d])}, base_ops)]
+    limit = MAX_RECOMPUTE_RATIO * _total_ops(kernel_model(_light(func, spec, plan, {})))
+    bad: set[int] = set()
+    splits: dict[int, int] = {}
+    for d, f in _base_steps(shape, plan):
+        step = {**splits, d: splits.get(d, 1) * f}
+        if shape[d] % step[d] == 0 and _within(func, spec, plan, step, limit):
+            splits = step
+        else:
+            bad.add(d)
     best = None
-    for splits in piece_candidates(shape, plan, bindable, spec.num_cores):
-        try:
-            staged = _evaluate(func, spec, plan, splits)
-        except (Unsupported, s_tir.ScheduleError) as err:
-            _LOG.info("graphturbo pieces %s declined: %s", splits, err)
-            continue
-        if _total_ops(staged.model) > MAX_RECOMPUTE_RATIO * base_ops:
-            break  # finer pieces only recompute more
-        if best is None or (staged.fits, -staged.cycles) > (best.fits, -best.cycles):
-            best = staged
-        elif best.fits and staged.pieces >= spec.num_cores:
-            break  # finer pieces stopped paying off
-    if best is None:
-        raise Unsupported("no piece split could be staged")
+    for _ in range(MAX_PIECE_TRIALS):
+        staged = _candidate(func, spec, plan, splits)
+        _LOG.debug("graphturbo pieces %s: %s", splits, None if staged is None else
+                   f"{staged.cycles} cycles, fits {staged.fits}, spill {sorted(staged.placement.spill)}")
+        if staged is not None:
+            if best is None or (staged.fits, -staged.cycles) > (best.fits, -best.cycles):
+                best = staged
+            elif best.fits and best.pieces >= spec.num_cores:
+                break
+            if not plan.options.instances and staged.pieces >= spec.num_cores:
+                break
+        while True:
+            step = _refine(shape, splits, [d for d in range(len(shape)) if d not in bad])
+            if step is None or _within(func, spec, plan, step, limit):
+                break
+            bad.add(next(d for d in step if step[d] != splits.get(d, 1)))
+        if step is None:
+            break
+        splits = step
     return best
 
 
-def piece_candidates(shape: tuple[int, ...], plan: SubgraphPlan, bindable: list[int],
-                     cores: int) -> list[dict[int, int]]:
-    """Pieces to try, in order: the plan's instances (with instance splitting on) times its
-    binding, refined along bindable dimensions (outermost first, by the smallest prime factor
-    left) until every core has a piece; with instance splitting on, further refinements."""
-    base: dict[int, int] = {}
-    if plan.options.instances and plan.instances > 1 and plan.dim in bindable:
-        # Algorithm 1 may pick a factor that does not divide the extent: round up to one that does
-        base[plan.dim] = next(d for d in _divisors(shape[plan.dim]) if d >= plan.instances)
-    for d, f in enumerate(plan.binding):
-        if f > 1 and d in bindable and shape[d] % (base.get(d, 1) * f) == 0:
-            base[d] = base.get(d, 1) * f
-    out = [base]
-    while len(out) < MAX_PIECE_TRIALS:
-        if not plan.options.instances and math.prod(out[-1].values()) >= cores:
-            break
-        nxt = _refine(shape, out[-1], bindable)
-        if nxt is None:
-            break
-        if not plan.options.instances:
-            out[-1] = nxt  # binding only: one candidate, as many pieces as cores
-        else:
-            out.append(nxt)
-    return out
+def _base_steps(shape: tuple[int, ...], plan: SubgraphPlan) -> list[tuple[int, int]]:
+    """The plan's instances along its dimension (rounded up to a divisor of the extent: Algorithm 1
+    may pick a factor that does not divide it), then Algorithm 4's binding factor per dimension."""
+    steps = []
+    if plan.options.instances and plan.instances > 1 and plan.dim < len(shape):
+        steps.append((plan.dim, next(d for d in _divisors(shape[plan.dim]) if d >= plan.instances)))
+    return steps + [(d, f) for d, f in enumerate(plan.binding[:len(shape)]) if f > 1]
+
+
+def _within(func, spec: DSASpec, plan: SubgraphPlan, splits: dict[int, int], limit: float) -> bool:
+    """Whether ``splits`` can be staged and recomputes at most ``limit`` operations."""
+    try:
+        return _total_ops(kernel_model(_light(func, spec, plan, splits))) <= limit
+    except (Unsupported, s_tir.ScheduleError) as err:
+        _LOG.info("graphturbo pieces %s declined: %s", splits, err)
+        return False
 
 
 def _refine(shape, splits: dict[int, int], bindable: list[int]) -> dict[int, int] | None:
@@ -367,87 +605,95 @@ def _refine(shape, splits: dict[int, int], bindable: list[int]) -> dict[int, int
     return None
 
 
-def _evaluate(func, spec: DSASpec, plan: SubgraphPlan, splits: dict[int, int]) -> Staged:
-    """Stage with every piece tensor in LB (layer outputs in GB without buffer stitching), then,
-    when the live LB buffers do not fit, place them by liveness (section 4.3) and stage again."""
-    intermediates = {b.name for b in _alloc_buffers(func)}
-    spill = {} if plan.options.stitch else dict.fromkeys(intermediates, GB)
-    staged = stage_subgraph(func, spec, plan, splits, spill)
-    model = kernel_model(staged)
-    if not fits(model, spec, reuse=True):
-        spill = {**spill, **_spill_plan(staged, model, spec, intermediates, spill)}
-        staged = stage_subgraph(func, spec, plan, splits, spill)
+def _light(func, spec: DSASpec, plan: SubgraphPlan, splits: dict[int, int]) -> tirx.PrimFunc:
+    """The pieces without weight staging: enough to count operations and size piece tensors."""
+    sch, piece, _ = _pieces(func, plan, splits, {})
+    _annotate(sch, piece, spec, plan)
+    return sch.mod["main"]
+
+
+def _candidate(func, spec: DSASpec, plan: SubgraphPlan, splits: dict[int, int]) -> Staged | None:
+    """Stage ``splits`` with the piece tensors placed by liveness (section 4.3); None if it
+    cannot be staged."""
+    try:
+        light = _light(func, spec, plan, splits)
+        intermediates = {b.name for b in _alloc_buffers(func)}
+        placement = _spill_plan(light, spec, plan, intermediates)
+        staged = stage_subgraph(func, spec, plan, splits, placement)
         model = kernel_model(staged)
-    return Staged(staged, model, splits, spill, kernel_cycles(model, spec),
-                  fits(model, spec, reuse=True))
+        if not fits(model, spec, reuse=True):  # chunks larger than reserved: spill every tensor
+            placement = _spill_plan(light, spec, plan, intermediates, lb_bytes=0)
+            staged = stage_subgraph(func, spec, plan, splits, placement)
+            model = kernel_model(staged)
+    except (Unsupported, s_tir.ScheduleError) as err:
+        _LOG.info("graphturbo pieces %s declined: %s", splits, err)
+        return None
+    return Staged(staged, model, splits, placement, kernel_cycles(model, spec),
+                  fits(model, spec, reuse=True), "pieces")
 
 
-def _spill_plan(staged: tirx.PrimFunc, model: dict, spec: DSASpec, intermediates: set[str],
-                placed: dict[str, str]) -> dict[str, str]:
-    """Section 4.3 over one piece of a staged kernel. The piece's tensors are the layer outputs
-    (``intermediates``, less those already ``placed``), the activation inputs staged per piece and
-    the output written per piece; each lives from the first to the last computation touching it
-    (leaf blocks in program order), doubled when it is a DMA target of a double-buffered piece.
-    :func:`allocate` places them into what LB leaves beside the other buffers (the anchors' chunk
-    buffers: their largest live total) and one core's share of GB, spilling the longest-lived
-    first. Returns ``{name: scope}`` for the spilled ones: a layer output by its buffer name, an
-    input or the output by its parameter name."""
-    compact = _compact(staged)
+def _spill_plan(light: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, intermediates: set[str],
+                lb_bytes: int | None = None) -> Placement:
+    """Section 4.3 over one piece. Its tensors are the layer outputs (``intermediates``), the
+    activation inputs staged per piece and the outputs written per piece, each live from the first
+    to the last computation touching it (leaf blocks in program order), doubled when it is a DMA
+    target of a double-buffered piece. :func:`allocate` places them into LB less the anchors'
+    reserved chunk buffers (``lb_bytes`` overrides) and one core's share of GB, spilling the
+    longest-lived first."""
+    compact = _compact(light)
     params = {p.name for p in compact.params}
     blocks = _blocks(compact)
     leaves = [b for b in blocks if b.name_hint != "root" and not _has_child(b)]
-    double = any(p["double_buffer"] for p in model["phases"])
-    key: dict[str, str] = {}  # LB buffer -> the name the spill plan uses for it
-    dma: set[str] = set()
+    double = plan.options.instruction_scheduling
+    key: dict[str, str] = {}
     for leaf in leaves:
         src = leaf.reads[0].source if len(leaf.reads) == 1 else None
         dst = leaf.writes[0].source if leaf.writes else None
-        if src is not None and dst is not None and src.scope() != dst.scope():
-            dma.add(dst.name)
-            if src.name in params and dst.scope() == LB:
-                key[dst.name] = src.name  # an activation input staged per piece
-            if dst.name in params and src.scope() == LB:
-                key[src.name] = dst.name  # the output written per piece
+        if src is not None and dst is not None and src.name in params and dst.scope() == LB:
+            key[dst.name] = src.name  # an activation input staged per piece
+        if src is not None and dst is not None and dst.name in params and src.scope() == LB:
+            key[src.name] = dst.name  # an output written per piece
     sizes = {}
     for block in blocks:
         for buf in block.alloc_buffers:
-            if buf.scope() == LB:
-                sizes[buf.name] = _buffer_bytes(buf) * (2 if double and buf.name in dma else 1)
-                original = buf.name.removesuffix(f"_{LB}")  # set_scope appends the scope
-                if original in intermediates and original not in placed:
-                    key[buf.name] = original
+            if buf.name in intermediates or buf.name in key:
+                twice = double and buf.name in key and key[buf.name] != buf.name
+                sizes[buf.name] = _buffer_bytes(buf) * (2 if twice else 1)
+                key.setdefault(buf.name, buf.name)
     first, last = {}, {}
     for ct, leaf in enumerate(leaves):
         for region in (*leaf.reads, *leaf.writes):
             first.setdefault(region.source.name, ct)
             last[region.source.name] = ct
-    fixed = max((sum(size for name, size in sizes.items() if name not in key
-                     and first.get(name, -1) <= ct <= last.get(name, -1))
-                 for ct in range(len(leaves))), default=0)
-    tensors = [Tensor(key[n], sizes[n], first.get(n, 0), last.get(n, 0)) for n in key if n in sizes]
-    result = allocate(tensors, len(leaves), max(0, spec.lb_bytes - fixed),
-                      spec.gb_bytes // spec.cores_per_cluster)
+    if lb_bytes is None:
+        lb_bytes = spec.lb_bytes - (2 if double else 1) * (spec.lb_bytes // WEIGHT_BUFFER_FRACTION)
+    tensors = [Tensor(key[n], size, first.get(n, 0), last.get(n, 0)) for n, size in sizes.items()]
+    gb_share = spec.gb_bytes // spec.cores_per_cluster
+    result = allocate(tensors, len(leaves), max(0, lb_bytes), gb_share)
     scope = {"GB": GB, "DDR": DDR}
-    return {name: scope[level] for name, level in result.level.items() if level != "LB"}
-
-
-def _ops_within(func, spec, plan, splits, base_ops: int) -> bool:
-    try:
-        staged = stage_subgraph(func, spec, plan, splits, staging=False)
-    except (Unsupported, s_tir.ScheduleError):
-        return False
-    return _total_ops(kernel_model(staged)) <= MAX_RECOMPUTE_RATIO * base_ops
+    spill = {name: scope[level] for name, level in result.level.items() if level != "LB"}
+    gb_live = max((sum(t.size for t in tensors if result.level[t.name] == "GB"
+                       and t.defined_at <= ct <= t.last_use) for ct in range(len(leaves))), default=0)
+    return Placement(spill, result.lb_peak, gb_live)
 
 
 # ---- helpers -------------------------------------------------------------------------------------
 def unique_buffer_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with every allocated buffer named uniquely (``FuseTIR`` may give several the same
-    name; cache stages are named after their buffer, and the spill plan refers to buffers by name).
-    The TVMScript printer already disambiguates names, so a print/parse round trip does it."""
-    names = [b.name for b in _alloc_buffers(func)] + [p.name for p in func.params]
-    if len(names) == len(set(names)):
+    name; cache stages are named after their buffer, and the spill plan refers to buffers by name):
+    duplicates get a ``_<k>`` suffix."""
+    seen = {p.name for p in func.params}
+    renamed = {}
+    for buf in _alloc_buffers(func):
+        name, k = buf.name, 1
+        while name in seen:
+            name, k = f"{buf.name}_{k}", k + 1
+        seen.add(name)
+        if name != buf.name:
+            renamed[buf] = tvm.ir.Var(name, buf.ty)
+    if not renamed:
         return func
-    return tvm.script.from_source(func.script())
+    return tvm_ffi.structural_map(func, [(tvm.ir.Var, lambda v: renamed.get(v, v))])
 
 
 def _inline_elementwise(sch: s_tir.Schedule) -> None:
@@ -535,6 +781,23 @@ def _alloc_buffers(func) -> list:
 
 def _block_names(func) -> list[str]:
     return [b.name_hint for b in _blocks(func) if b.name_hint != "root"]
+
+
+def _block_rvs(sch) -> list:
+    """Every leaf block, in program order (without name lookups: cache stages may share names)."""
+    return sch.get_child_blocks(sch.get_sblock("root"))
+
+
+def _realize(sch, rv):
+    """The realize of block ``rv``: under its innermost loop, without walking the function."""
+    loops = sch.get_loops(rv)
+    block = sch.get(rv)
+    if loops:
+        body = sch.get(loops[-1]).body
+        for stmt in (body.seq if isinstance(body, tirx.SeqStmt) else [body]):
+            if isinstance(stmt, s_tir.SBlockRealize) and stmt.block.same_as(block):
+                return stmt
+    return _realizes(sch.mod["main"])[block.name_hint]
 
 
 def _realizes(func) -> dict:

@@ -10,10 +10,13 @@ A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1,
   intrinsic (:mod:`.intrinsics`), ``vmac`` for a multiply-accumulate update, ``vector`` otherwise;
   compute that reads or writes DDR / GB directly is charged as a ``direct`` access of that level;
 * a loop annotated ``dsa.tile`` spreads its iterations (tiles) over ``dsa.cores`` cores; with
-  ``dsa.double_buffer`` the DMA of one tile overlaps the compute of another (section 4.4).
+  ``dsa.double_buffer`` the DMA of one tile overlaps the compute of another (section 4.4);
+* a top-level loop annotated ``dsa.instances`` runs its body once per sub-graph instance
+  (GraphTurbo section 3.3): each statement of its body is a phase repeated that many times.
 
 :func:`kernel_model` returns, per top-level statement (a *phase*), the tile count and the events
-of one tile, plus the buffers per scope and the per-core LB footprint. Buffer sizes are the
+of one tile, plus the buffers per scope (DDR: the outputs it writes and the DDR buffers it
+allocates) and the per-core LB footprint. Buffer sizes are the
 compacted ones TVM's own ``CompactBufferAllocation`` computes, i.e. what lowering allocates.
 """
 
@@ -29,6 +32,7 @@ LEVELS = ("ddr", "gb", "lb")
 TILE = "dsa.tile"
 CORES = "dsa.cores"
 DOUBLE_BUFFER = "dsa.double_buffer"
+INSTANCES = "dsa.instances"
 MATRIX_CALL_PREFIX = "dsa_mme_gemm"
 
 _ARITH = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod,
@@ -56,11 +60,13 @@ def kernel_model(func: tirx.PrimFunc, name: str = "main") -> dict:
     return {
         "name": name,
         "phases": walker.phases,
-        "buffers": {"ddr": len(written), "gb": walker.allocs["gb"], "lb": walker.allocs["lb"]},
+        "buffers": {"ddr": len(written) + walker.allocs["ddr"], "gb": walker.allocs["gb"],
+                    "lb": walker.allocs["lb"]},
         "footprint": {"lb": walker.footprint["lb"], "gb": walker.footprint["gb"],
                       "lb_double_buffered": walker.footprint["lb_db"],
                       "lb_live": walker.footprint["lb_live"],
                       "lb_live_double_buffered": walker.footprint["lb_live_db"],
+                      "gb_live": walker.footprint["gb_live"],
                       "gb_per_tile": walker.footprint["gb_tile"],
                       "gb_per_tile_live": walker.footprint["gb_tile_live"]},
     }
@@ -79,7 +85,8 @@ def _compact(func: tirx.PrimFunc) -> tirx.PrimFunc:
 
 
 class _Phase:
-    def __init__(self):
+    def __init__(self, repeat: int = 1):
+        self.repeat = repeat
         self.instances = 1
         self.cores = 1
         self.double_buffer = False
@@ -91,8 +98,11 @@ class _Phase:
             event[field] += value
 
     def as_dict(self) -> dict:
-        return {"instances": self.instances, "cores": self.cores,
-                "double_buffer": self.double_buffer, "events": list(self.events.values())}
+        out = {"instances": self.instances, "cores": self.cores,
+               "double_buffer": self.double_buffer, "events": list(self.events.values())}
+        if self.repeat != 1:
+            out["repeat"] = self.repeat
+        return out
 
 
 class _Walker:
@@ -104,6 +114,7 @@ class _Walker:
         self.written_params: set = set()
         self.dma_destinations: set = set()
         self.lb_buffers: dict = {}
+        self.gb_buffers: dict = {}  # allocated outside tile loops
         self.tile_gb_buffers: dict = {}
         self.touched: list[list] = []  # LB / per-tile GB buffers each leaf touches, in order
 
@@ -114,8 +125,8 @@ class _Walker:
         if root is not None:
             self._alloc(root, in_tile=False)
             stmts = _seq(root.body)
-        for stmt in stmts:
-            phase = _Phase()
+        for stmt, repeat in self._phase_stmts(stmts, 1):
+            phase = _Phase(repeat)
             self._walk(stmt, phase, trip=1, seq_trip=1, in_tile=False)
             if phase.events:
                 self.phases.append(phase.as_dict())
@@ -123,7 +134,23 @@ class _Walker:
             size * (2 if key in self.dma_destinations else 1) for key, size in self.lb_buffers.items())
         self.footprint["lb_live"] = self._live_peak(self.lb_buffers, double=False)
         self.footprint["lb_live_db"] = self._live_peak(self.lb_buffers, double=True)
+        self.footprint["gb_live"] = self._live_peak(self.gb_buffers, double=False)
         self.footprint["gb_tile_live"] = self._live_peak(self.tile_gb_buffers, double=False)
+
+    def _phase_stmts(self, stmts, repeat: int):
+        """Top-level statements with their repeat count; a ``dsa.instances`` loop contributes the
+        statements of its body (through blocks that only allocate), repeated ``extent`` times."""
+        for stmt in stmts:
+            annotations = dict(stmt.annotations) if isinstance(stmt, tirx.For) and \
+                stmt.annotations is not None else {}
+            if INSTANCES not in annotations:
+                yield stmt, repeat
+                continue
+            body = stmt.body
+            while isinstance(body, s_tir.SBlockRealize) and _has_child_block(body.block.body):
+                self._alloc(body.block, in_tile=False)
+                body = body.block.body
+            yield from self._phase_stmts(_seq(body), repeat * _int(stmt.extent))
 
     def _live_peak(self, buffers: dict, double: bool) -> int:
         """Peak bytes of ``buffers`` when each occupies memory only from the first to the last
@@ -145,12 +172,14 @@ class _Walker:
         for buf in block.alloc_buffers:
             level = level_of(buf.scope())
             size = _bytes(buf)
+            self.allocs[level] += 1
             if level in ("gb", "lb"):
-                self.allocs[level] += 1
                 self.footprint[level] += size
             if level == "gb" and in_tile:
                 self.footprint["gb_tile"] += size
                 self.tile_gb_buffers[buf] = size
+            elif level == "gb":
+                self.gb_buffers[buf] = size
             if level == "lb":
                 self.lb_buffers[buf] = size
 
@@ -183,7 +212,8 @@ class _Walker:
     def _leaf(self, block, phase: _Phase, trip: int, seq_trip: int) -> None:
         body = block.body
         self.touched.append([r.source for r in (*block.reads, *block.writes)
-                             if r.source in self.lb_buffers or r.source in self.tile_gb_buffers])
+                             if r.source in self.lb_buffers or r.source in self.tile_gb_buffers
+                             or r.source in self.gb_buffers])
         for w in block.writes:
             if w.source in self.params:
                 self.written_params.add(w.source)

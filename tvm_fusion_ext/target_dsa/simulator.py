@@ -18,7 +18,8 @@ each core runs ``n = ceil(T / P)`` tiles. One tile's events cost:
 With ``L, C, S`` the load, compute and store cycles of a tile, a core spends ``n * (L + C + S)``
 without double buffering, and with it (GraphTurbo section 4.4, Fig. 13: the DMA of the next
 tile hidden behind the current computation) ``L + C + S + (n - 1) * max(C, L + S)`` on one DMA
-engine, ``L + C + S + (n - 1) * max(L, C, S)`` on two or more. A kernel takes
+engine, ``L + C + S + (n - 1) * max(L, C, S)`` on two or more. A phase inside a sub-graph's
+instance loop (``repeat`` in its model) costs that many times. A kernel takes
 ``launch_cycles + sum(phases)``; the program is the sum over its kernel calls.
 """
 
@@ -77,14 +78,15 @@ def phase_cycles(phase: dict, spec: DSASpec, busy: dict | None = None,
         cycles = load + compute + store + (per_core - 1) * steady
     else:
         cycles = per_core * (load + compute + store)
+    repeat = int(phase.get("repeat", 1))
     if busy is not None:
         for name, value in unit_cycles.items():
-            busy[name] += tiles * value
-        busy["dma"] += tiles * (load + store)
+            busy[name] += repeat * tiles * value
+        busy["dma"] += repeat * tiles * (load + store)
     if traffic is not None:
         for level, value in tile_bytes.items():
-            traffic[level] += tiles * value
-    return cycles
+            traffic[level] += repeat * tiles * value
+    return repeat * cycles
 
 
 def kernel_cycles(model: dict, spec: DSASpec, busy: dict | None = None,
@@ -129,15 +131,18 @@ def simulate(models: dict[str, dict], calls: list[str], spec: DSASpec) -> dict:
 def fits(model: dict, spec: DSASpec, reuse: bool = False) -> bool:
     """Whether a kernel's LB (per core, doubled for double-buffered DMA targets) and GB fit.
 
-    LB counts every allocation at once, or with ``reuse`` (GraphTurbo kernels, section 4.3) only
-    the buffers live at the same time. GB allocated inside a tile loop is per tile, held at once
-    by every core of a cluster running one (with ``reuse``: its live peak).
+    LB and GB count every allocation at once, or with ``reuse`` (GraphTurbo kernels, section 4.3)
+    only the buffers live at the same time. GB allocated inside a tile loop is per tile, held at
+    once by every core of a cluster running one.
     """
     double = any(p["double_buffer"] for p in model["phases"])
     footprint = model["footprint"]
     key = ("lb_live" if reuse else "lb") + ("_double_buffered" if double else "")
     per_tile = footprint.get("gb_per_tile", 0)
-    held = footprint.get("gb_per_tile_live", per_tile) if reuse else per_tile
-    concurrent = min(spec.cores_per_cluster, max((int(p["cores"]) for p in model["phases"]), default=1))
-    gb = footprint["gb"] - per_tile + held * max(1, concurrent)
+    concurrent = max(1, min(spec.cores_per_cluster,
+                            max((int(p["cores"]) for p in model["phases"]), default=1)))
+    if reuse:
+        gb = footprint["gb_live"] + footprint["gb_per_tile_live"] * concurrent
+    else:
+        gb = footprint["gb"] - per_tile + per_tile * concurrent
     return footprint[key] <= spec.lb_bytes and gb <= spec.gb_bytes

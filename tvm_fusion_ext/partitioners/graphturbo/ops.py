@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 from tvm import relax
 
-from ...analysis.graph import DataflowGraph, NodeKind, tensor_bytes
+from ...analysis.graph import DataflowGraph, NodeKind, OpPattern, tensor_bytes
 from ...analysis.primitive_types import PrimitiveType
+from .dim_maps import split_maps
 
 
 @dataclass
@@ -33,6 +34,11 @@ class TurboOp:
     window: dict[int, int] = field(default_factory=dict)
     unbindable: frozenset[int] = frozenset()
     anchor: bool = False  # a conv / matmul: the op a layer is tiled around (section 4.1)
+    # From the op's TIR (:func:`.dim_maps.split_maps`): per producer op, {output dim: (producer
+    # dim, halo)} for the output dims a split of which needs only part of that producer. None
+    # (hand-built graphs): same-rank inputs split along the same dim unless ``contracted``, with
+    # ``window`` as the halo.
+    split_maps: dict[int, dict[int, tuple[int, int]]] | None = None
     fusible: bool = True
     is_output: bool = False
     external_input_bytes: int = 0  # activation inputs from outside the graph (not weights)
@@ -60,9 +66,12 @@ class TurboGraph:
 def from_dataflow_graph(graph: DataflowGraph) -> TurboGraph:
     """The scheduler's view of one dataflow block (built after ``LegalizeOps``).
 
-    Only ``call_tir`` kernels are fusible. A conv contracts its input's channel axis (1) and windows
+    Only ``call_tir`` kernels TVM does not mark opaque are fusible (reshapes and transposes are:
+    their splits are followed through their TIR). A conv contracts its input's channel axis (1) and windows
     its spatial axes by ``kernel - 1`` (read off the weight argument); a matmul contracts its
-    input's last axis; a reduction contracts every axis it removes (approximated: all axes).
+    input's last axis; a reduction contracts every axis it removes (approximated: all axes). How a
+    split of each op's output splits each producer's tensor is read off its TIR
+    (:func:`.dim_maps.split_maps`), which also follows reshapes and transposes.
     """
     ops = []
     defined = {b.var for b in graph.bindings}
@@ -81,10 +90,28 @@ def from_dataflow_graph(graph: DataflowGraph) -> TurboGraph:
             name=node.name, shape=tuple(shape), out_bytes=node.out_bytes, inputs=list(node.inputs),
             flops=max(node.flops, 1), contracted=contracted, window=window,
             anchor=node.ptype in (PrimitiveType.CONV, PrimitiveType.MATMUL),
-            fusible=node.kind == NodeKind.CALL_TIR and node.ptype != PrimitiveType.OPAQUE,
+            split_maps=_split_maps(graph, node.index),
+            fusible=node.kind == NodeKind.CALL_TIR and node.pattern != OpPattern.OPAQUE,
             is_output=node.is_block_output,
             external_input_bytes=_external_input_bytes(graph, node.index, defined)))
     return TurboGraph(ops)
+
+
+def _split_maps(graph: DataflowGraph, index: int) -> dict[int, dict[int, tuple[int, int]]] | None:
+    """:func:`.dim_maps.split_maps` of a ``call_tir`` node, keyed by producer node."""
+    node = graph.nodes[index]
+    if node.kind != NodeKind.CALL_TIR or node.prim_func is None or not graph.bindings:
+        return None
+    args = list(graph.bindings[index].value.args[1].fields)
+    if len(node.prim_func.params) != len(args) + 1:
+        return None
+    maps = split_maps(node.prim_func, len(args))
+    producer = {graph.bindings[p].var: p for p in node.inputs}
+    out: dict[int, dict[int, tuple[int, int]]] = {}
+    for arg, mapping in zip(args, maps):
+        if arg in producer:
+            out[producer[arg]] = mapping
+    return out
 
 
 def _external_input_bytes(graph: DataflowGraph, index: int, defined: set) -> int:

@@ -59,11 +59,11 @@ def split_info(graph: TurboGraph, sg: Iterable[int], lb_bytes: int,
 
     For each output dimension ``d`` (outermost first) the smallest ``v`` whose piece
     ``ceil(peak / v)`` fits LB becomes ``f_d`` (lines 3-6); then every intermediate tensor adds its
-    op count to ``n_d`` and, if it has dimension ``d`` (same rank as the output) with an extent
-    divisible by ``f_d``, records ``(split_d, n_d, f_d, d)`` (lines 7-11). The output itself is
-    recorded too (a single-op SG has no intermediates). Tuples whose split recomputes more than
-    ``max_recompute`` times the SG's FLOPs are dropped (section 3.1's cost model,
-    :func:`recompute_ratio`).
+    op count to ``n_d`` and, if the split reaches one of its dimensions (``match_dim``: the one
+    :func:`propagate` finds) with an extent divisible by ``f_d``, records ``(split_d, n_d, f_d, d)``
+    (lines 7-11). The output itself is recorded too (a single-op SG has no intermediates). Tuples
+    whose split recomputes more than ``max_recompute`` times the SG's FLOPs are dropped (section
+    3.1's cost model, :func:`recompute_ratio`).
     """
     members = sorted(sg)
     out = output_op(graph, members)
@@ -81,12 +81,13 @@ def split_info(graph: TurboGraph, sg: Iterable[int], lb_bytes: int,
         if recompute_ratio(graph, members, d, f_d) > max_recompute:
             continue
         result.add(Split(split_d, n_d, f_d, d))
+        state = propagate(graph, members, d, f_d)
         for t in members:
             if t == out:
                 continue
             n_d += graph.ops[t].num_ops
-            t_shape = graph.ops[t].shape
-            if len(t_shape) == len(shape) and t_shape[d] % f_d == 0:
+            t_dim = state[t][1]
+            if t_dim is not None and graph.ops[t].shape[t_dim] % f_d == 0:
                 result.add(Split(split_d, n_d, f_d, d))
     return result
 
@@ -97,34 +98,57 @@ def best_split(info: Iterable[Split]) -> Split | None:
     return max(info, key=Split.key) if info else None
 
 
-def recompute_ratio(graph: TurboGraph, sg: Iterable[int], dim: int, factor: int) -> float:
-    """FLOPs all ``factor`` instances execute over the SG's FLOPs when its output is split along
-    ``dim`` (section 3.1's recomputation cost model).
+def propagate(graph: TurboGraph, sg: Iterable[int], dim: int, factor: int
+              ) -> dict[int, tuple[float, int | None]]:
+    """For the SG's output split along ``dim`` into ``factor`` instances: per member, the fraction
+    of its output one instance needs and the dimension it is split along (None: needed whole).
 
-    Walking back from the output (fraction ``1/factor``), a producer needs the whole tensor when a
-    consumer contracts ``dim`` (a conv's input channels, a matmul's K) or when the ranks differ, and
-    ``window`` extra rows (a conv's halo) when the consumer windows ``dim``; it needs the union of
-    what its consumers need.
+    Walking back from the output (fraction ``1/factor``), a consumer's split reaches a producer
+    along the dimension its TIR maps it to (``TurboOp.split_maps``; hand-built ops: the same
+    dimension of a same-rank input it does not contract), widened by the halo of a window; a
+    producer whose consumers need it whole, or split along different dimensions, is needed whole.
     """
     members = sorted(sg, reverse=True)
     inside = set(members)
     out = members[0]
-    extent = graph.ops[out].shape[dim] if dim < len(graph.ops[out].shape) else 1
-    fraction = {out: 1.0 / factor}
+    state: dict[int, tuple[float, int | None]] = {out: (1.0 / factor, dim)}
     for m in members[1:]:
-        need = 0.0
         inner = [c for c in graph.consumers[m] if c in inside]
+        shape = graph.ops[m].shape
         if not inner:  # a second output of the SG: split like the first
-            need = 1.0 / factor
+            same = len(shape) == len(graph.ops[out].shape)
+            state[m] = (1.0 / factor, dim) if same else (1.0, None)
+            continue
+        need, m_dim = 0.0, -1
         for c in inner:
-            consumer = graph.ops[c]
-            if len(graph.ops[m].shape) != len(consumer.shape) or dim in consumer.contracted:
-                need = 1.0
-            elif dim in consumer.window:
-                need = max(need, min(1.0, fraction[c] + consumer.window[dim] / max(extent, 1)))
-            else:
-                need = max(need, fraction[c])
-        fraction[m] = need
+            c_frac, c_dim = state[c]
+            mapped = None if c_dim is None else _split_map(graph, c, m, c_dim)
+            if mapped is None or m_dim not in (-1, mapped[0]):
+                need, m_dim = 1.0, None
+                break
+            m_dim, halo = mapped
+            extent = max(shape[m_dim], 1)
+            need = max(need, min(1.0, c_frac + halo / extent))
+        state[m] = (need, m_dim)
+    return state
+
+
+def _split_map(graph: TurboGraph, consumer: int, producer: int, dim: int) -> tuple[int, int] | None:
+    op = graph.ops[consumer]
+    if op.split_maps is not None:
+        return op.split_maps.get(producer, {}).get(dim)
+    same_rank = len(graph.ops[producer].shape) == len(op.shape)
+    if not same_rank or dim in op.contracted:
+        return None
+    return dim, op.window.get(dim, 0)
+
+
+def recompute_ratio(graph: TurboGraph, sg: Iterable[int], dim: int, factor: int) -> float:
+    """FLOPs all ``factor`` instances execute over the SG's FLOPs when its output is split along
+    ``dim`` (section 3.1's recomputation cost model): each member runs :func:`propagate`'s
+    fraction of its work in every instance."""
+    members = list(sg)
+    state = propagate(graph, members, dim, factor)
     total = sum(graph.ops[m].flops for m in members) or 1
-    executed = sum(graph.ops[m].flops * fraction[m] * factor for m in members)
+    executed = sum(graph.ops[m].flops * state[m][0] * factor for m in members)
     return executed / total
