@@ -74,28 +74,62 @@ def validate_partition(graph: DataflowGraph, groups: Iterable[Sequence[int]]) ->
     return result
 
 
-def detach_exported_items(graph: DataflowGraph, groups: list[list[int]]) -> list[list[int]]:
-    """Take out of each group the tuple-get-items of a tuple made outside the group whose item is
-    also needed outside it (a block output or an input of another kernel).
+def normalize_tuple_plumbing(graph: DataflowGraph, groups: list[list[int]]) -> list[list[int]]:
+    """Adjust a valid partition so that no group returns a nested tuple or one of its own
+    parameters, which ``FuseTIR`` cannot lower:
 
-    Inside the group such an item is a parameter (``FunctionCreator`` splits partially used tuple
-    parameters per item), so the group would return one of its own parameters, which ``FuseTIR``
-    cannot lower ("There must be an in-place index specified for each output"). Left outside, the
-    item is an ordinary parameter of the group. A convex group stays convex: the tuple does not
-    depend on the group, or the group would not have been convex. Groups left with fewer than two
-    bindings are dropped."""
+    * a group with several outputs, one of them tuple-valued (a multi-output kernel, a ``Tuple``),
+      brings the tuple-get-items of that tuple into the group (from other groups too), so it
+      returns the items; if a whole tuple is still among several outputs (used directly, or a
+      block output), the group is dropped. A tuple as the only output is fine (``FuseOps`` makes
+      such groups: the kernel then has several outputs);
+    * a tuple-get-item of a tuple made outside its group whose item is also needed outside leaves
+      the group: inside, the item is a parameter (``FunctionCreator`` splits partially used tuple
+      parameters per item), so the group would return its own parameter ("There must be an
+      in-place index specified for each output").
+
+    Convexity is kept: an item's only input is its tuple, so moving an item next to its tuple, or
+    out of a group that does not hold its tuple, opens no path out of a group and back. Groups
+    left with fewer than two bindings are dropped."""
+    owner = {m: gi for gi, g in enumerate(groups) for m in g}
+    members = [set(g) for g in groups]
+    nested = set()
+    for gi, group in enumerate(members):
+        if not _returns_nested_tuple(graph, group):
+            continue
+        for m in [m for m in sorted(group) if _tuple_valued(graph, m)]:
+            for c in graph.nodes[m].outputs:
+                if c not in group and graph.nodes[c].kind is NodeKind.TUPLE_GET_ITEM:
+                    if c in owner:
+                        members[owner[c]].discard(c)
+                    group.add(c)
+                    owner[c] = gi
+        if _returns_nested_tuple(graph, group):
+            nested.add(gi)
     result = []
-    for members in groups:
-        inside = set(members)
-        kept = [m for m in members if not _exported_item(graph.nodes[m], inside)]
-        if len(kept) >= 2:
+    for gi, group in enumerate(members):
+        kept = [m for m in sorted(group) if not _exported_item(graph.nodes[m], group)]
+        if gi not in nested and len(kept) >= 2:
             result.append(kept)
     return result
 
 
+def _returns_nested_tuple(graph: DataflowGraph, group: set[int]) -> bool:
+    outputs = [m for m in group if _needed_outside(graph.nodes[m], group)]
+    return len(outputs) > 1 and any(_tuple_valued(graph, m) for m in outputs)
+
+
+def _tuple_valued(graph: DataflowGraph, index: int) -> bool:
+    return isinstance(graph.bindings[index].var.ty, relax.TupleType)
+
+
+def _needed_outside(node, inside: set[int]) -> bool:
+    return node.is_block_output or any(c not in inside for c in node.outputs)
+
+
 def _exported_item(node, inside: set[int]) -> bool:
     return (node.kind is NodeKind.TUPLE_GET_ITEM and not any(p in inside for p in node.inputs)
-            and (node.is_block_output or any(c not in inside for c in node.outputs)))
+            and _needed_outside(node, inside))
 
 
 def _check_acyclic_between_groups(graph: DataflowGraph, groups: list[list[int]]) -> None:
@@ -327,7 +361,7 @@ class _GroupRewriter(PyExprMutator):
         graph = next((g for g in self.graphs
                       if g.bindings and g.bindings[0].same_as(block.bindings[0])), None)
         groups = validate_partition(graph, self.partitioner(graph)) if graph is not None else []
-        groups = detach_exported_items(graph, groups) if groups else groups
+        groups = normalize_tuple_plumbing(graph, groups) if groups else groups
         self.group_counts.append(len(groups))
         if not groups:
             return super().visit_dataflow_block_(block)
