@@ -44,7 +44,7 @@ def main(argv=None) -> int:
                         help="without --target: also check every N'th case on dsa/stcp920 (0: never)")
     parser.add_argument("--policy", default="untuned", choices=("unscheduled", "untuned", "tuned"))
     parser.add_argument("--max-ops", type=int, default=GraphConfig.max_ops)
-    parser.add_argument("--shrink-budget", type=int, default=40,
+    parser.add_argument("--shrink-budget", type=int, default=100,
                         help="re-checks spent minimising each failing case")
     parser.add_argument("--save-dir", default=str(REPO / "tests" / "regressions"))
     parser.add_argument("--json", help="write the summary here")
