@@ -13,7 +13,8 @@ downstream compiler (:class:`DownstreamCompiler`: ``FuseTIR``, the default sched
 within a time budget). A group fails when any step raises, when the loop-fusion rule of the
 default schedule declines it (the kernel would keep one loop nest per op: Layer I's polyhedral
 fusion "cannot find a fusion plan", section 6.1; for a Layer III composition, when it declines one
-of the branches), or when it takes longer than the budget. A group
+of the branches; groups with symbolic shapes are exempt, as the rule only tiles static shapes), or
+when it takes longer than the budget. A group
 that fails has its composition pattern recorded in the
 :class:`~tvm_fusion_ext.partitioners.apollo.FeedbackStore` (a JSON file when ``feedback_path`` is
 set) and the partition is regenerated with that pattern refused, so the group is split. The next
@@ -35,7 +36,7 @@ import tvm
 from tvm import relax, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from ..analysis.graph import DataflowGraph, NodeKind, build_graph, build_graphs
+from ..analysis.graph import DataflowGraph, NodeKind, build_graph, build_graphs, static_shape
 from ..hardware import HardwareSpec, spec_for_target
 from ..partitioners.apollo import LAYERS, TABLE_1, ApolloPartitioner, FeedbackStore
 from ..partitioners.apollo.micro_graphs import composition_pattern, extract_subgraphs, op_name
@@ -126,13 +127,14 @@ class DownstreamCompiler:
         return self._cache[key]
 
     def _check(self, mini: tvm.IRModule) -> str | None:
-        """A connected group must be loop-fused. A Layer III composition (several independent
-        branches side by side) has nothing to fuse across branches: each branch of several ops
-        must be loop-fused, and the composition must compile."""
+        """A connected group of static shape must be loop-fused. A Layer III composition (several
+        independent branches side by side) has nothing to fuse across branches: each branch of
+        several ops must be loop-fused, and the composition must compile."""
         graph = build_graph(mini)
         branches = extract_subgraphs(graph)
         if len(branches) == 1:
-            return self._compile(mini, loop_fused=True)
+            static = all(static_shape(p.ty) is not None for p in mini["main"].params)
+            return self._compile(mini, loop_fused=static)
         for branch in branches:
             if len(branch) > 1:
                 reason = self(group_module(mini, graph, branch), composition_pattern(graph, branch))
