@@ -134,6 +134,13 @@ def test_rows_become_one_loop_nest_with_scalar_intermediates():
         assert all(math.prod(shape) == 1 for shape in reduced.values()), reduced
 
 
+def test_declines_blocks_declaring_other_regions_than_they_access():
+    """TE's concat reads three segments of the conv but declares one; moving it into the conv tile
+    would compute one segment per tile (fuzzing regression conv_concat_epilogue_tile)."""
+    assert AnchorLoopFusion(FAKE_SPEC).apply(fused.conv2d_concat, tvm.target.Target("llvm"), False) is None
+    assert AnchorLoopFusion(FAKE_SPEC).apply(fused.conv2d_bias_relu, tvm.target.Target("llvm"), False) is not None
+
+
 def test_declines_nested_blocks():
     sch = s_tir.Schedule(fused.softmax)
     sch.blockize(sch.get_loops(sch.get_sblock("T_softmax_norm"))[1])

@@ -20,12 +20,9 @@ FAILED = [
     ('graphturbo-lb', 'llvm', 'mismatch'),
     ('graphturbo-gb', 'llvm', 'mismatch'),
 ]
-# strategy -> reason, for failures not fixed yet (checked as strict xfails).
-_REASON = ("AnchorLoopFusion (tir_passes/loop_fusion.py) reverse_compute_at's the concat into the conv "
-           "tile loop; TE's concat block declares it reads only its last segment "
-           "(T.reads(conv[..., v_ax3 - 4])), so only that segment is computed per tile")
-XFAIL = {name: _REASON for name in
-         ("neoflow", "graphturbo", "graphturbo-instances", "graphturbo-lb", "graphturbo-gb")}
+# strategy -> reason, for failures not fixed yet (checked as strict xfails). Fixed: AnchorLoopFusion
+# declines functions whose blocks declare other regions than they access (analysis.regions_exact).
+XFAIL = {}
 
 @I.ir_module
 class Module:

@@ -1,7 +1,8 @@
 # ruff: noqa  (TVMScript printed by TVM; kept as printed)
-"""Fused PrimFuncs as stock FuseOps + FuseTIR produce them (small shapes), and two hand-fused ones:
-a reduction -> divide chain (APOLLO section 4.2 stitching) and a matmul with a transposed (NT)
-weight. Inputs of the TIR schedule tests."""
+"""Fused PrimFuncs as stock FuseOps + FuseTIR produce them (small shapes), two hand-fused ones (a
+reduction -> divide chain, APOLLO section 4.2 stitching, and a matmul with a transposed (NT)
+weight), and conv2d -> concat as NeoFlow fuses it (TE's concat block declares only its last
+segment as read). Inputs of the TIR schedule tests."""
 
 
 from tvm.script import tirx as T
@@ -247,3 +248,30 @@ def matmul_nt_bias(x: T.Buffer((T.int64(16), T.int64(32)), "float32"), w: T.Buff
             T.reads(matmul_intermediate[v_ax0, v_ax1], b[v_ax1])
             T.writes(T_add_intermediate[v_ax0, v_ax1])
             T_add_intermediate[v_ax0, v_ax1] = matmul_intermediate[v_ax0, v_ax1] + b[v_ax1]
+
+
+@T.prim_func(s_tir=True)
+def conv2d_concat(x3: T.Buffer((T.int64(1), T.int64(2), T.int64(3), T.int64(3)), "float32"), x4: T.Buffer((T.int64(1), T.int64(2), T.int64(1), T.int64(1)), "float32"), conv2d_nchw_intermediate: T.Buffer((T.int64(1), T.int64(1), T.int64(2), T.int64(2)), "float32"), T_concat_intermediate: T.Buffer((T.int64(1), T.int64(1), T.int64(2), T.int64(6)), "float32")):
+    T.func_attr({"tirx.noalias": True})
+    # with T.sblock("root"):
+    pad_temp = T.sblock_alloc_buffer((T.int64(1), T.int64(2), T.int64(3), T.int64(3)))
+    for i0, i1, i2, i3 in T.grid(T.int64(1), T.int64(2), T.int64(3), T.int64(3)):
+        with T.sblock("pad_temp"):
+            v_i0, v_i1, v_i2, v_i3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
+            T.reads(x3[v_i0, v_i1, v_i2, v_i3])
+            T.writes(pad_temp[v_i0, v_i1, v_i2, v_i3])
+            pad_temp[v_i0, v_i1, v_i2, v_i3] = x3[v_i0, v_i1, v_i2, v_i3]
+    for nn, ff, yy, xx, rc, ry, rx in T.grid(T.int64(1), T.int64(1), T.int64(2), T.int64(2), T.int64(2), T.int64(1), T.int64(1)):
+        with T.sblock("conv2d_nchw"):
+            v_nn, v_ff, v_yy, v_xx, v_rc, v_ry, v_rx = T.axis.remap("SSSSRRR", [nn, ff, yy, xx, rc, ry, rx])
+            T.reads(pad_temp[v_nn, v_rc, v_yy * T.int64(2) + v_ry, v_xx * T.int64(2) + v_rx], x4[v_ff, v_rc, v_ry, v_rx])
+            T.writes(conv2d_nchw_intermediate[v_nn, v_ff, v_yy, v_xx])
+            with T.init():
+                conv2d_nchw_intermediate[v_nn, v_ff, v_yy, v_xx] = T.float32(0.0)
+            conv2d_nchw_intermediate[v_nn, v_ff, v_yy, v_xx] = conv2d_nchw_intermediate[v_nn, v_ff, v_yy, v_xx] + pad_temp[v_nn, v_rc, v_yy * T.int64(2) + v_ry, v_xx * T.int64(2) + v_rx] * x4[v_ff, v_rc, v_ry, v_rx]
+    for ax0, ax1, ax2, ax3 in T.grid(T.int64(1), T.int64(1), T.int64(2), T.int64(6)):
+        with T.sblock("T_concat"):
+            v_ax0, v_ax1, v_ax2, v_ax3 = T.axis.remap("SSSS", [ax0, ax1, ax2, ax3])
+            T.reads(conv2d_nchw_intermediate[v_ax0, v_ax1, v_ax2, v_ax3 - T.int64(4)])
+            T.writes(T_concat_intermediate[v_ax0, v_ax1, v_ax2, v_ax3])
+            T_concat_intermediate[v_ax0, v_ax1, v_ax2, v_ax3] = T.if_then_else(T.int64(4) <= v_ax3, conv2d_nchw_intermediate[v_ax0, v_ax1, v_ax2, v_ax3 - T.int64(4)], T.if_then_else(T.int64(2) <= v_ax3, conv2d_nchw_intermediate[v_ax0, v_ax1, v_ax2, v_ax3 - T.int64(2)], conv2d_nchw_intermediate[v_ax0, v_ax1, v_ax2, v_ax3]))

@@ -76,24 +76,24 @@ def conv2d_7x7_bias_relu(x: T.Buffer((T.int64(1), T.int64(4), T.int64(7), T.int6
     pad_temp_local = T.sblock_alloc_buffer((T.int64(1), T.int64(4), T.int64(9), T.int64(9)), scope="local")
     conv2d_nchw_intermediate_local = T.sblock_alloc_buffer((T.int64(2), T.int64(1), T.int64(7), T.int64(7), T.int64(4)), scope="local")
     w_local = T.sblock_alloc_buffer((T.int64(2), T.int64(4), T.int64(3), T.int64(3), T.int64(4)), scope="local")
-    for nn_0_ff_0_yy_0_xx_0_fused in T.parallel(T.int64(7)):
-        for nn_1_init, ff_1_init, yy_1_init, xx_1_init in T.grid(T.int64(1), T.int64(2), T.int64(1), T.int64(1)):
+    for nn_0_ff_0_yy_0_xx_0_fused in T.parallel(T.int64(14)):
+        for nn_1_init, ff_1_init, yy_1_init, xx_1_init in T.grid(T.int64(1), T.int64(1), T.int64(1), T.int64(1)):
             for xx_2_init in T.unroll(T.int64(7)):
                 for ff_2_init in T.unroll(T.int64(1)):
                     for ff_3_init in T.vectorized(T.int64(4)):
                         with T.sblock("conv2d_nchw_init"):
                             v_nn = T.axis.spatial(T.int64(1), nn_1_init)
-                            v_ff = T.axis.spatial(T.int64(8), ff_1_init * T.int64(4) + ff_2_init * T.int64(4) + ff_3_init)
-                            v_yy = T.axis.spatial(T.int64(7), nn_0_ff_0_yy_0_xx_0_fused + yy_1_init)
+                            v_ff = T.axis.spatial(T.int64(8), nn_0_ff_0_yy_0_xx_0_fused // T.int64(7) * T.int64(4) + ff_1_init * T.int64(4) + ff_2_init * T.int64(4) + ff_3_init)
+                            v_yy = T.axis.spatial(T.int64(7), nn_0_ff_0_yy_0_xx_0_fused % T.int64(7) + yy_1_init)
                             v_xx = T.axis.spatial(T.int64(7), xx_1_init * T.int64(7) + xx_2_init)
                             T.reads()
                             T.writes(conv2d_nchw_intermediate_local[v_ff // T.int64(4), v_nn, v_yy, v_xx, v_ff % T.int64(4)])
                             conv2d_nchw_intermediate_local[v_ff // T.int64(4), v_nn, v_yy, v_xx, v_ff % T.int64(4)] = T.float32(0.0)
         for rc in range(T.int64(4)):
-            for ax0, ax1, ax2 in T.grid(T.int64(8), T.int64(1), T.int64(3)):
+            for ax0, ax1, ax2 in T.grid(T.int64(4), T.int64(1), T.int64(3)):
                 for ax3 in T.vectorized(T.int64(3)):
                     with T.sblock("w_local"):
-                        v0 = T.axis.spatial(T.int64(8), ax0)
+                        v0 = T.axis.spatial(T.int64(8), nn_0_ff_0_yy_0_xx_0_fused // T.int64(7) * T.int64(4) + ax0)
                         v1 = T.axis.spatial(T.int64(4), rc + ax1)
                         v2, v3 = T.axis.remap("SS", [ax2, ax3])
                         T.reads(w[v0, v1, v2, v3])
@@ -104,30 +104,31 @@ def conv2d_7x7_bias_relu(x: T.Buffer((T.int64(1), T.int64(4), T.int64(7), T.int6
                     with T.sblock("pad_temp"):
                         v_i0 = T.axis.spatial(T.int64(1), ax0)
                         v_i1 = T.axis.spatial(T.int64(4), rc + ax1)
-                        v_i2 = T.axis.spatial(T.int64(9), nn_0_ff_0_yy_0_xx_0_fused + ax2)
+                        v_i2 = T.axis.spatial(T.int64(9), nn_0_ff_0_yy_0_xx_0_fused % T.int64(7) + ax2)
                         v_i3 = T.axis.spatial(T.int64(9), ax3_0 * T.int64(3) + ax3_1)
                         T.reads(x[v_i0, v_i1, v_i2 - T.int64(1), v_i3 - T.int64(1)])
                         T.writes(pad_temp_local[v_i0, v_i1, v_i2, v_i3])
                         pad_temp_local[v_i0, v_i1, v_i2, v_i3] = T.if_then_else(T.int64(1) <= v_i2 and v_i2 < T.int64(8) and T.int64(1) <= v_i3 and v_i3 < T.int64(8), x[v_i0, v_i1, v_i2 - T.int64(1), v_i3 - T.int64(1)], T.float32(0.0))
-            for nn_1, ff_1, yy_1, xx_1, ry in T.grid(T.int64(1), T.int64(2), T.int64(1), T.int64(1), T.int64(3)):
+            for nn_1, ff_1, yy_1, xx_1, ry in T.grid(T.int64(1), T.int64(1), T.int64(1), T.int64(1), T.int64(3)):
                 for rx in T.unroll(T.int64(3)):
                     for xx_2 in T.unroll(T.int64(7)):
                         for ff_2 in T.unroll(T.int64(1)):
                             for ff_3 in T.vectorized(T.int64(4)):
                                 with T.sblock("conv2d_nchw_update"):
                                     v_nn = T.axis.spatial(T.int64(1), nn_1)
-                                    v_ff = T.axis.spatial(T.int64(8), ff_1 * T.int64(4) + ff_2 * T.int64(4) + ff_3)
-                                    v_yy = T.axis.spatial(T.int64(7), nn_0_ff_0_yy_0_xx_0_fused + yy_1)
+                                    v_ff = T.axis.spatial(T.int64(8), nn_0_ff_0_yy_0_xx_0_fused // T.int64(7) * T.int64(4) + ff_1 * T.int64(4) + ff_2 * T.int64(4) + ff_3)
+                                    v_yy = T.axis.spatial(T.int64(7), nn_0_ff_0_yy_0_xx_0_fused % T.int64(7) + yy_1)
                                     v_xx = T.axis.spatial(T.int64(7), xx_1 * T.int64(7) + xx_2)
                                     v_rc, v_ry, v_rx = T.axis.remap("RRR", [rc, ry, rx])
                                     T.reads(conv2d_nchw_intermediate_local[v_ff // T.int64(4), v_nn, v_yy, v_xx, v_ff % T.int64(4)], pad_temp_local[v_nn, v_rc, v_yy + v_ry, v_xx + v_rx], w_local[v_ff // T.int64(4), v_rc, v_ry, v_rx, v_ff % T.int64(4)])
                                     T.writes(conv2d_nchw_intermediate_local[v_ff // T.int64(4), v_nn, v_yy, v_xx, v_ff % T.int64(4)])
                                     conv2d_nchw_intermediate_local[v_ff // T.int64(4), v_nn, v_yy, v_xx, v_ff % T.int64(4)] = conv2d_nchw_intermediate_local[v_ff // T.int64(4), v_nn, v_yy, v_xx, v_ff % T.int64(4)] + pad_temp_local[v_nn, v_rc, v_yy + v_ry, v_xx + v_rx] * w_local[v_ff // T.int64(4), v_rc, v_ry, v_rx, v_ff % T.int64(4)]
-        for ax0, ax1, ax2 in T.grid(T.int64(1), T.int64(8), T.int64(1)):
+        for ax0, ax1, ax2 in T.grid(T.int64(1), T.int64(4), T.int64(1)):
             for ax3 in T.vectorized(T.int64(7)):
                 with T.sblock("compute"):
-                    v_i0, v_i1 = T.axis.remap("SS", [ax0, ax1])
-                    v_i2 = T.axis.spatial(T.int64(7), nn_0_ff_0_yy_0_xx_0_fused + ax2)
+                    v_i0 = T.axis.spatial(T.int64(1), ax0)
+                    v_i1 = T.axis.spatial(T.int64(8), nn_0_ff_0_yy_0_xx_0_fused // T.int64(7) * T.int64(4) + ax1)
+                    v_i2 = T.axis.spatial(T.int64(7), nn_0_ff_0_yy_0_xx_0_fused % T.int64(7) + ax2)
                     v_i3 = T.axis.spatial(T.int64(7), ax3)
                     T.reads(conv2d_nchw_intermediate_local[v_i1 // T.int64(4), v_i0, v_i2, v_i3, v_i1 % T.int64(4)], b[v_i0, v_i1, T.int64(0), T.int64(0)])
                     T.writes(compute_intermediate[v_i0, v_i1, v_i2, v_i3])

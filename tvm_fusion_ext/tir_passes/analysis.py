@@ -274,6 +274,32 @@ def lowered_allocations(func: tirx.PrimFunc) -> dict[str, tuple[list[int], str]]
             for block in blocks for buf in block.alloc_buffers}
 
 
+def regions_exact(sch: s_tir.Schedule) -> bool:
+    """Whether every block declares exactly the buffer regions its body reads and writes.
+
+    Schedule primitives that move a block (``compute_at``, ``reverse_compute_at``) trust the
+    declared regions; TE's concat declares only its last segment, so a moved concat would compute
+    one segment per tile. Rules that move blocks decline such functions.
+    """
+    func = sch.mod["main"]
+    blocks = []
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)])
+    buffers = {param: param for param in func.params}
+    buffers.update({buf: buf for block in blocks for buf in block.alloc_buffers})
+    for block in blocks:
+        if block.name_hint == "root":
+            continue
+        reads, writes = s_tir.analysis.get_sblock_read_write_region(block, buffers)
+        if not (_same_regions(reads, block.reads) and _same_regions(writes, block.writes)):
+            return False
+    return True
+
+
+def _same_regions(detected, declared) -> bool:
+    return len(detected) == len(declared) and all(
+        any(tvm_ffi.structural_equal(d, r) for r in declared) for d in detected)
+
+
 def try_primitive(primitive, *args, **kwargs) -> bool:
     """Apply one schedule primitive; a ScheduleError leaves the schedule as it was."""
     try:

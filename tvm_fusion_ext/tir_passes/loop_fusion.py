@@ -24,7 +24,9 @@ reduction -> element-wise stitching of APOLLO section 4.2), only the *row* loops
 that index every reduction-derived input) are tiled, and producers go to the innermost row loop:
 each row becomes one loop nest whose per-row intermediates are local scalars or row vectors.
 
-The rule declines (returns ``None``) on functions outside that shape; see ``default_schedule``.
+The rule declines (returns ``None``) on functions outside that shape, and on functions whose
+blocks declare other regions than they access (:func:`.analysis.regions_exact`: TE's concat), since
+moving blocks trusts those declarations; see ``default_schedule``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .analysis import (
     analyze_blocks,
     choose_tile,
     pick_anchor,
+    regions_exact,
     try_primitive,
     uses_any,
     vector_factor,
@@ -57,6 +60,8 @@ class AnchorLoopFusion(SpecScheduleRule):
     """GraphTurbo section 4.1 loop fusion around an anchor block (see the module docstring)."""
 
     def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
+        if not regions_exact(sch):
+            return None
         infos = [info for _, info in analyzed]
         anchor_name = infos[pick_anchor(infos)].name
         _inline_injective(sch, infos, anchor_name)

@@ -28,7 +28,8 @@ kernels of one tile] [reduction within a block] [register loop] [vector loop]``:
   micro-kernel fit :meth:`~tvm_fusion_ext.hardware.HardwareSpec.panel_bytes` (L1 on a CPU);
 * the **spatial tile** minimises the operand traffic of the whole contraction (region per tile x
   number of tiles) among tiles whose working set for one reduction block fits half of
-  ``spec.fast_memory_bytes`` (L2 on a CPU, the LB on a DSA), with at least one tile per core.
+  ``spec.fast_memory_bytes`` (L2 on a CPU, the LB on a DSA) and whose count is a multiple of
+  the cores (when such tiles exist), so every core gets the same share.
 
 Everything is read off the block's index maps (:func:`.analysis.accesses`), never op names.
 """
@@ -177,7 +178,8 @@ def _reduce_block(info: BlockInfo, access: list[Access], micro: RegisterTile, bu
 def _spatial_tile(info: BlockInfo, access: list[Access], micro: RegisterTile, reduce_block: dict[int, int],
                   spec: HardwareSpec) -> dict[int, int]:
     """The spatial tile with the least total operand traffic whose working set for one
-    reduction block fits half the fast memory; at least ``spec.num_cores`` tiles if possible."""
+    reduction block fits half the fast memory, among those giving every core work and the same
+    number of tiles (when there are such tiles)."""
     spatial = info.spatial_positions
     minimum = micro.micro
     choices = [[d for d in _divisors(info.extents[p]) if d % minimum.get(p, 1) == 0] for p in spatial]
@@ -191,8 +193,8 @@ def _spatial_tile(info: BlockInfo, access: list[Access], micro: RegisterTile, re
         tiles = math.prod(info.extents[p] // tile[p] for p in spatial)
         working = _bytes(access, [tile.get(p, reduce_block.get(p)) for p in range(len(info.extents))])
         traffic = tiles * _bytes(access, [tile.get(p, info.extents[p]) for p in range(len(info.extents))])
-        key = (working > budget, tiles < spec.num_cores, working if working > budget else traffic,
-               tiles % spec.num_cores != 0, tiles)
+        key = (working > budget, tiles < spec.num_cores, tiles % spec.num_cores != 0,
+               working if working > budget else traffic, tiles)
         if best is None or key < best[0]:
             best = (key, tile)
     return best[1]
