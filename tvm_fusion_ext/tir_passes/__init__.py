@@ -1,5 +1,6 @@
-"""TIR scheduling passes: anchor loop fusion (GraphTurbo section 4.1), the plain fallback, the
-default schedule pass built from them, and APOLLO's reduction canonical forms (section 4.1)."""
+"""TIR scheduling passes: anchor loop fusion (GraphTurbo section 4.1) with register-tiled
+contraction anchors (``register_tile``: GotoBLAS micro-kernels), the plain fallback, the default
+schedule pass built from them, and APOLLO's reduction canonical forms (section 4.1)."""
 
 from .default_schedule import DefaultSchedule, default_schedule_pass
 from .loop_fusion import AnchorLoopFusion
