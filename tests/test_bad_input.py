@@ -64,7 +64,7 @@ def test_symbolic_batch_is_fused_or_left_unfused_with_a_warning(symbolic, strate
     kernels = verify.count_kernels(fused)
     assert kernels < unfused or warned or strategy == "none", f"{strategy}: unfused without a warning"
     if warned:
-        assert kernels == unfused and strategy in warned[0]
+        assert kernels == unfused and "static shapes" in warned[0]
     executable = differential.compile_fused(fused, differential.FAST_LLVM)
     for inputs, expected in cases:  # one executable, two batch sizes
         verify.assert_allclose_by_dtype(verify.run(executable, inputs), expected, context=strategy)

@@ -123,7 +123,7 @@ def calls_per_inference(mod: tvm.IRModule) -> Counter:
             else:
                 counts[expr.op.name] += 1
         elif (callee := _primitive(mod, expr.op)) is not None:
-            relax.analysis.post_order_visit(callee.body, visit)
+            relax.analysis.post_order_visit(relax.analysis.remove_all_unused(callee).body, visit)
 
     for _, func in _relax_functions(mod):  # dead bindings do not count: FuseOps drops them
         relax.analysis.post_order_visit(relax.analysis.remove_all_unused(func).body, visit)

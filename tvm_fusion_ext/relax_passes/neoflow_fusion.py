@@ -86,8 +86,11 @@ class NeoFlowFusion:
                     self.recomputed.extend(graph.nodes[d.producer].name for d in decisions)
                     changed = True
             if changed:
-                body = relax.SeqExpr(blocks, func.body.body)
-                mod[gvar] = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
+                # Normalised (the SeqExpr needs its type), and without the originals whose every
+                # consumer now reads a copy (they would be fused and computed for nothing).
+                body = relax.BlockBuilder(mod).normalize(relax.SeqExpr(blocks, func.body.body))
+                mod[gvar] = relax.analysis.remove_all_unused(
+                    relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs))
         return mod
 
 
