@@ -28,7 +28,7 @@ def split_maps(func: tirx.PrimFunc, num_inputs: int) -> list[dict[int, tuple[int
     out = params[-1]
     shape = _shape(out)
     maps: list[dict[int, tuple[int, int]]] = [{} for _ in range(num_inputs)]
-    if shape is None:
+    if not shape:  # unknown, or a 0-d output: nothing to split
         return maps
     blocks = _blocks(func)
     for d, extent in enumerate(shape):
