@@ -17,11 +17,10 @@ Hardware awareness per target (section 3.6):
   share against ``c`` LBs is Algorithm 1 on the whole graph against all ``d * c`` LBs, so
   ``sizeof(LB)`` is ``num_cores * lb_bytes`` here; no cap on sub-graph size.
 * **CPU** (``llvm``): LB is the per-core cache of the CPU spec (``fast_memory_bytes``). The CPU
-  default schedule has no instance loop: it runs each layer of a kernel over the whole tensor and
-  tiles one anchor op per kernel (section 4.1), so the layers of a sub-graph only exchange data
-  through the cache when the whole sub-graph fits it. A sub-graph whose peak exceeds the per-core
-  cache therefore holds at most one anchor op (conv / matmul) on CPU targets; smaller ones merge
-  freely. The bound comes from the spec's cache size, not from a fixed op count.
+  kernel generator (the default schedule) has no instance loop and tiles one anchor op per kernel
+  (section 4.1); the other reductions of a multi-anchor kernel would run as plain loop nests. A
+  sub-graph therefore holds at most one anchor op (conv, matmul, reduction) on CPU targets, with
+  every element-wise op around it that the rules admit; no chains.
 
 Strategies (Fig. 15, section 5.3): ``graphturbo`` (everything), ``graphturbo-instances`` (no
 across-layer instruction scheduling), ``graphturbo-lb`` (no instance splitting either: sub-graphs
@@ -67,19 +66,22 @@ class GraphTurboFusion:
         cores = self.cores or getattr(spec, "cores_per_cluster", spec.num_cores)
         lb = self.lb_bytes or spec.fast_memory_bytes * (spec.num_cores if dsa else 1)
         partitioner = GraphTurboPartitioner(lb, cores, self.max_ops, self.options,
-                                            single_anchor_above=None if dsa else lb)
+                                            single_anchor=not dsa, chain=dsa)
         out = MaterializePartition(partitioner)(mod)
         self.plans.extend(partitioner.plans)
         kernels = {key: p for block in partitioner.plans for key, p in block.kernels.items()}
         plans = {}
         for gvar, func in out.functions_items():
-            if isinstance(func, relax.Function) and func.attrs is not None \
-                    and int(func.attrs.get("Primitive", 0)):
-                key = tuple(str(b.value.args[0].name_hint) for block in func.body.blocks
-                            for b in block.bindings if isinstance(b.value, relax.Call)
-                            and isinstance(b.value.args[0], tvm.ir.GlobalVar))
-                if key in kernels:
-                    plans[gvar.name_hint] = kernels[key].to_json()
+            if not isinstance(func, relax.Function):
+                continue
+            grouped = func.attrs is not None and int(func.attrs.get("Primitive", 0))
+            calls = [str(b.value.args[0].name_hint) for block in func.body.blocks
+                     for b in block.bindings if isinstance(b.value, relax.Call)
+                     and b.value.args and isinstance(b.value.args[0], tvm.ir.GlobalVar)]
+            if grouped and tuple(calls) in kernels:
+                plans[gvar.name_hint] = kernels[tuple(calls)].to_json()
+            elif not grouped:  # kernels of one op keep their PrimFunc
+                plans.update({c: kernels[(c,)].to_json() for c in calls if (c,) in kernels})
         return out.with_attr(PLANS_ATTR, plans) if plans else out
 
 

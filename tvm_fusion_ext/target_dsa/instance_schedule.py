@@ -59,7 +59,9 @@ DDR = "global"
 # of buffers in LB to allow for the promotion of such tensors").
 WEIGHT_BUFFER_FRACTION = 4
 # Piece splits evaluated per sub-graph (each one a full schedule and simulation).
-MAX_PIECE_TRIALS = 5
+MAX_PIECE_TRIALS = 3
+# A kernel with fewer DDR buffers is preferred while within this factor of the fastest's cycles.
+ON_CHIP_TOLERANCE = 1.1
 # Largest divisors tried per tiled loop of an anchor.
 MAX_TILE_OPTIONS = 8
 _LOG = logging.getLogger(__name__)
@@ -118,12 +120,8 @@ def stage_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
                        (spec.lb_bytes - placement.lb_peak) // double)
     promote_budget = spec.gb_bytes - spec.cores_per_cluster * placement.gb_peak
     _stage_operands(sch, spec, weights, piece, chunk_budget, promote_budget)
-    if spec.matrix_shape is not None:
-        from .intrinsics import tensorize_contractions
-
-        sch = tensorize_contractions(sch, spec)
     _annotate(sch, piece, spec, plan)
-    return _promote_per_cluster(sch.mod["main"], spec)
+    return _promote_per_cluster(_tensorize(sch.mod["main"], spec), spec)
 
 
 def _pieces(func: tirx.PrimFunc, plan: SubgraphPlan, splits: dict[int, int],
@@ -165,6 +163,31 @@ def _pieces(func: tirx.PrimFunc, plan: SubgraphPlan, splits: dict[int, int],
         if not _try(sch.compute_at, copy, piece, preserve_unit_loops=True):
             raise Unsupported(f"input {pname} cannot be staged per piece")
     return sch, piece, weights
+
+
+def _tensorize(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
+    """GEMM-shaped anchors on the matrix unit (:mod:`.intrinsics`)."""
+    from .intrinsics import tensorize_func
+
+    return tensorize_func(_unique_block_names(func), spec)
+
+
+def _unique_block_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with duplicate block names (cache stages of one buffer for several consumers)
+    made unique with a ``_<k>`` suffix: name lookups and ``Schedule.copy`` need unique names."""
+    seen: set[str] = set()
+
+    def rename(block):
+        name, k = block.name_hint, 1
+        while name in seen:
+            name, k = f"{block.name_hint}_{k}", k + 1
+        seen.add(name)
+        if name == block.name_hint:
+            return block
+        return s_tir.SBlock(block.iter_vars, block.reads, block.writes, name, block.body, block.init,
+                            block.alloc_buffers, block.match_buffers, block.annotations)
+
+    return tvm_ffi.structural_map(func, [(s_tir.SBlock, rename)])
 
 
 def _annotate(sch, piece, spec: DSASpec, plan: SubgraphPlan) -> None:
@@ -281,23 +304,28 @@ class _LoopNest:
         return {self.feeds[v][0]: tile.get(v, self.extent[v]) for v in self.order if v in self.feeds}
 
     def best(self, cost) -> dict[str, int]:
-        """The tile of least ``cost(tile)`` (None: infeasible); else all-ones."""
+        """The tile of least ``cost(tile)`` (None: infeasible); if none is feasible, the
+        smallest tile tried."""
         shape = None if self.matrix is None else (
             *self.matrix[2 - len(self.spatial):2], *self.matrix[2:][:len(self.reduce)])
+        choices = _tile_choices([self.extent[v] for v in self.tiled], shape)
         best = None
-        for sizes in _tile_choices([self.extent[v] for v in self.tiled], shape):
+        for sizes in choices:
             tile = dict(zip(self.tiled, sizes))
             value = cost(tile)
             if value is not None and (best is None or value < best[0]):
                 best = (value, tile)
-        return best[1] if best is not None else dict.fromkeys(self.tiled, 1)
+        return best[1] if best is not None else dict(zip(self.tiled, min(choices, key=math.prod)))
 
-    def split(self, tile: dict[str, int]) -> tuple[list, list]:
-        """Split the tiled loops by ``tile``; the outer parts go first, spatial then reduction."""
+    def split(self, tile: dict[str, int], keep_spatial: bool = False) -> tuple[list, list]:
+        """Split the tiled loops by ``tile`` (spatial loops even when whole with
+        ``keep_spatial``, leaving a unit outer loop); the outer parts go first, spatial then
+        reduction."""
         sch = self.sch
         loops = {sch.get(lp).loop_var.name: lp for lp in self.own}
         outer = {v: sch.split(loops[v], [self.extent[v] // tile[v], tile[v]])[0]
-                 for v in self.tiled if tile[v] < self.extent[v]}
+                 for v in self.tiled if tile[v] < self.extent[v]
+                 or (keep_spatial and v in self.spatial)}
         if not outer:
             return [], []
         first = list(outer.values())
@@ -307,8 +335,9 @@ class _LoopNest:
 
 
 def _tile_choices(extents: list[int], matrix: tuple[int, ...] | None) -> list[tuple[int, ...]]:
-    """Tile sizes per tiled loop (its largest divisors); multiples of the matrix unit's shape
-    (``matrix``, one entry per loop) when every extent allows, else any divisors."""
+    """Tile sizes per tiled loop: its divisors (multiples of the matrix unit's shape, ``matrix``
+    with one entry per loop, when every extent allows), at most :data:`MAX_TILE_OPTIONS` spread
+    from the smallest to the largest."""
     options = [_divisors(e) for e in extents]
     if matrix is not None:
         shaped = [[d for d in opts if d % m == 0] for opts, m in zip(options, matrix)]
@@ -316,7 +345,10 @@ def _tile_choices(extents: list[int], matrix: tuple[int, ...] | None) -> list[tu
             options = shaped
     out = [()]
     for opts in options:
-        out = [t + (d,) for t in out for d in opts[-MAX_TILE_OPTIONS:]]
+        if len(opts) > MAX_TILE_OPTIONS:
+            step = (len(opts) - 1) / (MAX_TILE_OPTIONS - 1)
+            opts = sorted({opts[round(k * step)] for k in range(MAX_TILE_OPTIONS)})
+        out = [t + (d,) for t in out for d in opts]
     return out
 
 
@@ -387,17 +419,37 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
                 raise Unsupported(f"block {sch.get(rv).name_hint} stays outside the instances")
         sch.annotate(outer, INSTANCES, 1)
         depth = 1
-    for name, scope in _layer_scopes(sch, spec).items():
+    scopes, gb_peak = _layer_scopes(sch, spec)
+    for name, scope in scopes.items():
         sch.set_scope(sch.get_sblock(name), 0, scope)
+    _promote_anchor_weights(sch, params, spec.gb_bytes - gb_peak, depth)
     for rv in _block_rvs(sch):
         if len(sch.get_loops(rv)) > depth:
             _tile_layer(sch, rv, spec, depth, plan.options.instruction_scheduling)
-    return sch.mod["main"]
+    return _promote_per_cluster(_tensorize(sch.mod["main"], spec), spec)
 
 
-def _layer_scopes(sch, spec: DSASpec) -> dict[str, str]:
+def _promote_anchor_weights(sch, params: set[str], budget: int, depth: int) -> None:
+    """Weight promotion in the layer-bound form (section 4.1): the parameters an anchor reads
+    whole in every instance (its tiles read them again and again) are copied DDR -> GB once
+    before the instances, in order of use while they fit ``budget``."""
+    realizes = _realizes(sch.mod["main"])
+    for pname, names in _param_readers(realizes, params).items():
+        block = sch.get_sblock(names[0])
+        buf = sch.get(block).reads[_read_index(sch, block, pname)].source
+        if not _is_reduction(realizes[names[0]].block) or _buffer_bytes(buf) > budget:
+            continue
+        if depth and any(_depends_on(realizes[n], pname, sch.get(sch.get_loops(sch.get_sblock(n))[0]).loop_var)
+                         for n in names):
+            continue  # an activation: each instance reads its own slice
+        budget -= _buffer_bytes(buf)
+        sch.cache_read(block, _read_index(sch, block, pname), GB)
+
+
+def _layer_scopes(sch, spec: DSASpec) -> tuple[dict[str, str], int]:
     """Scope of each layer output (by the block writing it): GB, or DDR for the longest-lived
-    ones when the live ones exceed GB (section 4.3 with LB out of the picture)."""
+    ones when the live ones exceed GB (section 4.3 with LB out of the picture); and the live peak
+    of those in GB."""
     compact = _compact(sch.mod["main"])
     blocks = _blocks(compact)
     leaves = [b for b in blocks if b.name_hint != "root" and not _has_child(b)]
@@ -412,7 +464,9 @@ def _layer_scopes(sch, spec: DSASpec) -> dict[str, str]:
     tensors = [Tensor(n, size, first.get(n, 0), last.get(n, 0)) for n, size in allocated.items()
                if n in writer]
     placed = allocate(tensors, len(leaves), 0, spec.gb_bytes)
-    return {writer[n]: GB if level == "GB" else DDR for n, level in placed.level.items()}
+    peak = max((sum(t.size for t in tensors if placed.level[t.name] == "GB"
+                    and t.defined_at <= ct <= t.last_use) for ct in range(len(leaves))), default=0)
+    return {writer[n]: GB if level == "GB" else DDR for n, level in placed.level.items()}, peak
 
 
 def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool) -> None:
@@ -454,9 +508,7 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool
             return load + compute + store + (per_core - 1) * max(load, compute, store)
         return per_core * (load + compute + store)
 
-    spatial, reduce = loops.split(loops.best(cost))
-    if not spatial:
-        return
+    spatial, reduce = loops.split(loops.best(cost), keep_spatial=True)
     tile_loop = sch.fuse(*spatial) if len(spatial) > 1 else spatial[0]
     inner = (reduce or [tile_loop])[-1]
     for name in sorted({span.buffer.name for span, _ in reads}):
@@ -502,34 +554,48 @@ def _is_promotion(stmt) -> bool:
 
 # ---- search --------------------------------------------------------------------------------------
 def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) -> Staged:
-    """GraphTurbo's kernel for one sub-graph: the fastest (simulated) of its candidates that fit
-    LB and GB. With buffer stitching the per-core pieces (:func:`_search_pieces`); with instance
-    splitting, or without stitching (Fig. 15's first bar, "LLB only"), the layer-bound form
-    (:func:`stage_layers`), with instance splitting both over the whole output and over the plan's
-    instances."""
+    """GraphTurbo's kernel for one sub-graph, chosen among its candidates by simulation.
+
+    Candidates: with buffer stitching the per-core pieces (:func:`_search_pieces`); the
+    layer-bound form (:func:`stage_layers`) over the whole output, and with instance splitting
+    also over the plan's instances (BestSplit's factor rounded up to divide the extent, and a half
+    and a quarter of it: fewer, larger instances re-read the weights less often). Among the
+    candidates that fit LB and GB, the fastest is kept unless one within
+    :data:`ON_CHIP_TOLERANCE` of its cycles allocates fewer DDR buffers: GraphTurbo keeps tensors
+    on chip when that costs (nearly) nothing. Without stitching (Fig. 15's first bar, "LLB only")
+    only the layer-bound form over the whole output is staged.
+    """
     func = unique_buffer_names(func)
     candidates = []
     if plan.options.stitch:
         candidates.append(_search_pieces(func, spec, plan))
     if plan.options.instances or not plan.options.stitch:
-        counts = {1}
-        if plan.options.instances and plan.instances > 1 and plan.dim < len(plan.output_shape):
-            extent = plan.output_shape[plan.dim]
-            counts.add(next(d for d in _divisors(extent) if d >= plan.instances))
-        candidates += [_layer_candidate(func, spec, plan, n) for n in sorted(counts)]
+        candidates.append(_layer_candidate(func, spec, plan, 1))
+    steps = _base_steps(tuple(plan.output_shape), plan)
+    if plan.options.instances and steps and steps[0][0] == plan.dim and plan.instances > 1:
+        first = next((c for c in (_layer_candidate(func, spec, plan, n) for n in steps[0][1])
+                      if c is not None), None)
+        candidates.append(first)
+        if first is not None:
+            count = first.splits[plan.dim]
+            candidates += [_layer_candidate(func, spec, plan, count // k) for k in (2, 4)
+                           if count % k == 0 and count // k > 1]
     candidates = [c for c in candidates if c is not None]
     if not candidates:
         raise Unsupported("no kernel form could be staged")
-    return max(candidates, key=lambda c: (c.fits, -c.cycles))
+    fitting = [c for c in candidates if c.fits] or candidates
+    fastest = min(c.cycles for c in fitting)
+    near = [c for c in fitting if c.cycles <= ON_CHIP_TOLERANCE * fastest]
+    return min(near, key=lambda c: (c.model["buffers"]["ddr"], c.cycles))
 
 
 def _layer_candidate(func, spec: DSASpec, plan: SubgraphPlan, instances: int) -> Staged | None:
     try:
         staged = stage_layers(func, spec, plan, instances)
-    except (Unsupported, s_tir.ScheduleError) as err:
+        model = kernel_model(staged)
+    except (Unsupported, RuntimeError, ValueError, TypeError) as err:  # as in _candidate
         _LOG.info("graphturbo layers x%d declined: %s", instances, err)
         return None
-    model = kernel_model(staged)
     splits = {plan.dim: instances} if instances > 1 else {}
     return Staged(staged, model, splits, Placement(), kernel_cycles(model, spec),
                   fits(model, spec, reuse=True), "layers")
@@ -547,13 +613,19 @@ def _search_pieces(func, spec: DSASpec, plan: SubgraphPlan) -> Staged | None:
     no longer improved on.
     """
     shape = tuple(plan.output_shape)
-    limit = MAX_RECOMPUTE_RATIO * _total_ops(kernel_model(_light(func, spec, plan, {})))
+    try:
+        limit = MAX_RECOMPUTE_RATIO * _total_ops(kernel_model(_light(func, spec, plan, {})))
+    except (Unsupported, RuntimeError, ValueError, TypeError) as err:
+        _LOG.info("graphturbo pieces declined: %s", err)
+        return None
     bad: set[int] = set()
     splits: dict[int, int] = {}
-    for d, f in _base_steps(shape, plan):
-        step = {**splits, d: splits.get(d, 1) * f}
-        if shape[d] % step[d] == 0 and _within(func, spec, plan, step, limit):
-            splits = step
+    for d, factors in _base_steps(shape, plan):
+        for f in factors:
+            step = {**splits, d: splits.get(d, 1) * f}
+            if shape[d] % step[d] == 0 and _within(func, spec, plan, step, limit):
+                splits = step
+                break
         else:
             bad.add(d)
     best = None
@@ -579,20 +651,22 @@ def _search_pieces(func, spec: DSASpec, plan: SubgraphPlan) -> Staged | None:
     return best
 
 
-def _base_steps(shape: tuple[int, ...], plan: SubgraphPlan) -> list[tuple[int, int]]:
-    """The plan's instances along its dimension (rounded up to a divisor of the extent: Algorithm 1
-    may pick a factor that does not divide it), then Algorithm 4's binding factor per dimension."""
+def _base_steps(shape: tuple[int, ...], plan: SubgraphPlan) -> list[tuple[int, list[int]]]:
+    """The plan's instances along its dimension, then Algorithm 4's binding factor per dimension,
+    each with the factors to try in order: a factor that does not divide the extent (Algorithm 1
+    may pick one) or gives pieces whose regions are not rectangles through a reshape is replaced
+    by the next larger divisor of the extent."""
     steps = []
     if plan.options.instances and plan.instances > 1 and plan.dim < len(shape):
-        steps.append((plan.dim, next(d for d in _divisors(shape[plan.dim]) if d >= plan.instances)))
-    return steps + [(d, f) for d, f in enumerate(plan.binding[:len(shape)]) if f > 1]
+        steps.append((plan.dim, [d for d in _divisors(shape[plan.dim]) if d >= plan.instances][:3]))
+    return steps + [(d, [f]) for d, f in enumerate(plan.binding[:len(shape)]) if f > 1]
 
 
 def _within(func, spec: DSASpec, plan: SubgraphPlan, splits: dict[int, int], limit: float) -> bool:
     """Whether ``splits`` can be staged and recomputes at most ``limit`` operations."""
     try:
         return _total_ops(kernel_model(_light(func, spec, plan, splits))) <= limit
-    except (Unsupported, s_tir.ScheduleError) as err:
+    except (Unsupported, RuntimeError, ValueError, TypeError) as err:  # symbolic regions
         _LOG.info("graphturbo pieces %s declined: %s", splits, err)
         return False
 
@@ -625,7 +699,7 @@ def _candidate(func, spec: DSASpec, plan: SubgraphPlan, splits: dict[int, int]) 
             placement = _spill_plan(light, spec, plan, intermediates, lb_bytes=0)
             staged = stage_subgraph(func, spec, plan, splits, placement)
             model = kernel_model(staged)
-    except (Unsupported, s_tir.ScheduleError) as err:
+    except (Unsupported, RuntimeError, ValueError, TypeError) as err:  # TVM: RuntimeError; symbolic: Value/TypeError
         _LOG.info("graphturbo pieces %s declined: %s", splits, err)
         return None
     return Staged(staged, model, splits, placement, kernel_cycles(model, spec),

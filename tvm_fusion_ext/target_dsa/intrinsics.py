@@ -107,6 +107,24 @@ def tensorize_contractions(sch: s_tir.Schedule, spec: DSASpec) -> s_tir.Schedule
     return sch
 
 
+def tensorize_func(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
+    """:func:`tensorize_contractions` over a whole PrimFunc, one fresh schedule per GEMM block
+    (``Schedule.copy`` fails after a ``tensorize`` in functions holding several; block names
+    must be unique)."""
+    shape = spec.matrix_shape
+    if shape is None:
+        return func
+    from .schedule import _block_names
+
+    for name in _block_names(s_tir.Schedule(func)):
+        sch = s_tir.Schedule(func)
+        rv = sch.get_sblock(name)
+        roles = _gemm_roles(sch, rv)
+        if roles is not None and _tensorize_one(sch, rv, roles, shape):
+            func = sch.mod["main"]
+    return func
+
+
 def _gemm_roles(sch, rv):
     """Loop vars feeding (i, j, k) of ``C[.., i, j] += A[.., i, k] * B[.., k, j]`` (float32)."""
     realize = _realize(sch, rv)

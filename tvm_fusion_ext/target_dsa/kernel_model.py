@@ -159,13 +159,18 @@ class _Walker:
         first, last = {}, {}
         for i, bufs in enumerate(self.touched):
             for buf in bufs:
-                first.setdefault(buf, i)
-                last[buf] = i
-        peak = 0
-        for i in range(len(self.touched)):
-            peak = max(peak, sum(size * (2 if double and buf in self.dma_destinations else 1)
-                                 for buf, size in buffers.items()
-                                 if buf in first and first[buf] <= i <= last[buf]))
+                if buf in buffers:
+                    first.setdefault(buf, i)
+                    last[buf] = i
+        delta = [0] * (len(self.touched) + 1)
+        for buf, start in first.items():
+            size = buffers[buf] * (2 if double and buf in self.dma_destinations else 1)
+            delta[start] += size
+            delta[last[buf] + 1] -= size
+        peak = live = 0
+        for change in delta:
+            live += change
+            peak = max(peak, live)
         return peak
 
     def _alloc(self, block, in_tile: bool) -> None:

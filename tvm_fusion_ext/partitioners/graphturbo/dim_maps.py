@@ -4,9 +4,10 @@
 For an output dimension ``d`` and a factor ``f``, the first of ``f`` pieces of the output is
 propagated backwards through the op's blocks: each block's iteration domain is narrowed to what its
 write region needs, and each read region is evaluated over that domain (interval arithmetic on the
-index expressions). An input whose needed region is whole needs everything (a contraction over
-``d``, a softmax row...); one whose region is partial along exactly one dimension ``d'`` is split
-along ``d'``, with ``halo`` extra indices beyond its share (a convolution window). Reshapes and
+index expressions). An input whose needed region is what the whole output needs (a contraction
+over ``d``, a softmax row...) needs everything; one whose region is smaller along exactly one
+dimension ``d'`` is split along ``d'``, with ``halo`` extra indices beyond its share (a
+convolution window). Reshapes and
 transposes thereby map a split to the dimension that carries it - which the shape alone cannot
 tell.
 """
@@ -31,6 +32,9 @@ def split_maps(func: tirx.PrimFunc, num_inputs: int) -> list[dict[int, tuple[int
     if not shape:  # unknown, or a 0-d output: nothing to split
         return maps
     blocks = _blocks(func)
+    whole = _needed(blocks, out, 0, shape[0])  # what the unsplit output reads (strides skip rows)
+    if whole is None:
+        return maps
     for d, extent in enumerate(shape):
         if extent < 2:
             continue
@@ -39,15 +43,14 @@ def split_maps(func: tirx.PrimFunc, num_inputs: int) -> list[dict[int, tuple[int
         if needed is None:
             continue
         for i, param in enumerate(params[:num_inputs]):
-            pshape = _shape(param)
-            region = needed.get(param.name)
-            if pshape is None or region is None:
+            region, base = needed.get(param.name), whole.get(param.name)
+            if region is None or base is None:
                 continue
-            partial = [(k, hi - lo + 1) for k, ((lo, hi), ext) in enumerate(zip(region, pshape))
-                       if hi - lo + 1 < ext]
+            spans = [(hi - lo + 1, bhi - blo + 1) for (lo, hi), (blo, bhi) in zip(region, base)]
+            partial = [(k, span, full) for k, (span, full) in enumerate(spans) if span < full]
             if len(partial) == 1:
-                k, span = partial[0]
-                maps[i][d] = (k, max(0, span - math.ceil(pshape[k] / f)))
+                k, span, full = partial[0]
+                maps[i][d] = (k, max(0, span - math.ceil(full / f)))
     return maps
 
 

@@ -10,9 +10,9 @@ lowers the number of SGs. A merge is allowed only by the rules:
 
 An SG whose SplitInfo is empty (no split fits LB) never merges. Merges that would create a cycle
 between SGs are refused, and so are merges of non-fusible ops; ``max_ops`` (optional) caps an SG's
-size, and ``single_anchor_above`` (optional, bytes) lets an SG whose peak exceeds it hold only one
-anchor op (conv / matmul), for code generators without instance loops (section 3.6: on a CPU the
-kernel only keeps layer outputs in cache when the whole SG fits it).
+size, and ``single_anchor`` lets an SG hold at most one anchor op (an op with a reduction loop:
+conv, matmul, reduction), for code generators that tile one anchor per kernel (the CPU default
+schedule, section 4.1).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .ops import TurboGraph
-from .split_info import MAX_RECOMPUTE_RATIO, Split, best_split, peak_bytes, split_info
+from .split_info import MAX_RECOMPUTE_RATIO, Split, best_split, split_info
 
 
 @dataclass
@@ -34,12 +34,12 @@ class Grouping:
 
 class _Grouper:
     def __init__(self, graph: TurboGraph, lb_bytes: int, max_ops: int | None,
-                 max_recompute: float, single_anchor_above: int | None = None):
+                 max_recompute: float, single_anchor: bool = False):
         self.graph = graph
         self.lb = lb_bytes
         self.max_ops = max_ops
         self.max_recompute = max_recompute
-        self.single_anchor_above = single_anchor_above
+        self.single_anchor = single_anchor
         self.groups: list[frozenset[int]] = [frozenset({i}) for i in range(len(graph))]
         self._best: dict[frozenset[int], Split | None] = {}
         self.merges = {"straight": 0, "diamond": 0, "branch": 0}
@@ -75,9 +75,7 @@ class _Grouper:
             return False
         if self.max_ops is not None and len(union) > self.max_ops:
             return False
-        if self.single_anchor_above is not None \
-                and sum(self.graph.ops[op].anchor for op in union) > 1 \
-                and peak_bytes(self.graph, union) > self.single_anchor_above:
+        if self.single_anchor and sum(self.graph.ops[op].anchor for op in union) > 1:
             return False
         return not self._creates_cycle(union)
 
@@ -217,6 +215,6 @@ class _Grouper:
 
 def group_subgraphs(graph: TurboGraph, lb_bytes: int, max_ops: int | None = None,
                     max_recompute: float = MAX_RECOMPUTE_RATIO,
-                    single_anchor_above: int | None = None) -> Grouping:
+                    single_anchor: bool = False) -> Grouping:
     """Algorithm 2: group ``graph``'s ops into SGs for a local buffer of ``lb_bytes``."""
-    return _Grouper(graph, lb_bytes, max_ops, max_recompute, single_anchor_above).run()
+    return _Grouper(graph, lb_bytes, max_ops, max_recompute, single_anchor).run()

@@ -33,7 +33,7 @@ class TurboOp:
     contracted: frozenset[int] = frozenset()
     window: dict[int, int] = field(default_factory=dict)
     unbindable: frozenset[int] = frozenset()
-    anchor: bool = False  # a conv / matmul: the op a layer is tiled around (section 4.1)
+    anchor: bool = False  # has a reduction loop (conv, matmul, reduction): section 4.1's anchor
     # From the op's TIR (:func:`.dim_maps.split_maps`): per producer op, {output dim: (producer
     # dim, halo)} for the output dims a split of which needs only part of that producer. None
     # (hand-built graphs): same-rank inputs split along the same dim unless ``contracted``, with
@@ -89,7 +89,7 @@ def from_dataflow_graph(graph: DataflowGraph) -> TurboGraph:
         ops.append(TurboOp(
             name=node.name, shape=tuple(shape), out_bytes=node.out_bytes, inputs=list(node.inputs),
             flops=max(node.flops, 1), contracted=contracted, window=window,
-            anchor=node.ptype in (PrimitiveType.CONV, PrimitiveType.MATMUL),
+            anchor=node.ptype in (PrimitiveType.CONV, PrimitiveType.MATMUL, PrimitiveType.REDUCTION),
             split_maps=_split_maps(graph, node.index),
             fusible=node.kind == NodeKind.CALL_TIR and node.pattern != OpPattern.OPAQUE,
             is_output=node.is_block_output,

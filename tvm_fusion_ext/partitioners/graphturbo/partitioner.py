@@ -2,9 +2,14 @@
 
 Called by :class:`~tvm_fusion_ext.MaterializePartition` once per dataflow block; each SG becomes one
 kernel through ``FuseTIR``. For every block it also records the plan of sections 3.3-3.4 (instances,
-the chosen BFS/DFS order and its LB peak, bindings and output scopes) and, per fused SG, the
-:class:`~.kernel_plan.SubgraphPlan` the kernel generator realises (keyed by the SG's sequence of
-PrimFunc names, which is also the body of the grouped function ``MaterializePartition`` makes).
+the chosen BFS/DFS order and its LB peak, bindings and output scopes) and, per kernel, the
+:class:`~.kernel_plan.SubgraphPlan` the kernel generator realises (keyed by the kernel's sequence
+of PrimFunc names, which is also the body of the grouped function ``MaterializePartition`` makes).
+
+With ``chain`` (a kernel generator that runs instance loops, i.e. the DSA), the depth-first order
+of section 3.3 is realised across sub-graphs: a straight chain of SGs whose instances depend on one
+another slice for slice (:func:`chains`) becomes one kernel whose instance loop takes each slice
+through the whole chain (Fig. 3(b), Fig. 7(f)), so the SG outputs inside it never leave the chip.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from .grouping import Grouping, group_subgraphs
 from .instances import InstanceGraph, build_instances, choose_order, order_peak
 from .kernel_plan import KernelOptions, SubgraphPlan
 from .ops import TurboGraph, from_dataflow_graph
+from .split_info import output_op, propagate
 
 
 @dataclass
@@ -30,23 +36,26 @@ class BlockPlan:
     lb_peak: int
     binding: BindingResult
     kernels: dict[tuple[str, ...], SubgraphPlan]
+    chains: list[list[int]]  # SGs per kernel
 
 
 class GraphTurboPartitioner:
     """``partitioner(graph) -> groups`` for ``lb_bytes`` of local buffer and ``cores`` per cluster.
 
-    ``max_ops`` caps an SG's op count and ``single_anchor_above`` lets an SG larger than that many
-    bytes hold one anchor op only (see :mod:`.grouping`); ``plans`` collects one
+    ``max_ops`` caps an SG's op count and ``single_anchor`` allows one anchor op per SG (see
+    :mod:`.grouping`); ``plans`` collects one
     :class:`BlockPlan` per partitioned block; ``options`` (Fig. 15's switches) go into every
     sub-graph plan.
     """
 
     def __init__(self, lb_bytes: int, cores: int, max_ops: int | None = None,
-                 options: KernelOptions | None = None, single_anchor_above: int | None = None):
+                 options: KernelOptions | None = None, single_anchor: bool = False,
+                 chain: bool = False):
         self.lb_bytes = lb_bytes
         self.cores = cores
         self.max_ops = max_ops
-        self.single_anchor_above = single_anchor_above
+        self.chain = chain
+        self.single_anchor = single_anchor
         self.options = options or KernelOptions()
         self.plans: list[BlockPlan] = []
 
@@ -59,34 +68,83 @@ class GraphTurboPartitioner:
             return []
         tg = from_dataflow_graph(graph)
         grouping = group_subgraphs(tg, self.lb_bytes, self.max_ops,
-                                   single_anchor_above=self.single_anchor_above)
+                                   single_anchor=self.single_anchor)
         callees = [str(b.value.args[0].name_hint) if n.kind == NodeKind.CALL_TIR else ""
                    for b, n in zip(graph.bindings, graph.nodes)]
-        self.plans.append(plan(tg, grouping, self.cores, callees, self.options))
-        return [g for g in grouping.groups if len(g) > 1]
+        block = plan(tg, grouping, self.cores, callees, self.options,
+                     chain=self.chain and self.options.instances)
+        self.plans.append(block)
+        kernels = [sorted(op for sg in c for op in grouping.groups[sg]) for c in block.chains]
+        return [k for k in kernels if len(k) > 1]
 
 
 def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | None = None,
-         options: KernelOptions | None = None) -> BlockPlan:
-    """Sections 3.3-3.4 over a grouping: instances, the better order, bindings and scopes; with
-    ``callees`` (each op's PrimFunc name) also the kernel plan of every fused SG."""
+         options: KernelOptions | None = None, chain: bool = False) -> BlockPlan:
+    """Sections 3.3-3.4 over a grouping: instances, the better order, bindings and scopes; the
+    kernels (SGs, or with ``chain`` the :func:`chains` of the chosen order); with ``callees``
+    (each op's PrimFunc name) also the plan of every fused kernel (the BestSplit of its last SG,
+    instances enough for its most demanding SG, the binding and scope of its first instance;
+    a kernel of one op is keyed by its PrimFunc's name alone)."""
     ig = build_instances(tg, grouping)
     kind, order = choose_order(ig)
     binding = infer_bindings(order, {i: inst.shape for i, inst in enumerate(ig.instances)},
                              {i: inst.producers for i, inst in enumerate(ig.instances)}, cores)
+    kernel_sgs = chains(tg, grouping) if chain and kind == "dfs" else [[i] for i in range(len(grouping.groups))]
     kernels = {}
     if callees is not None:
         first = {}
         for i, inst in enumerate(ig.instances):
             first.setdefault(inst.sg, i)
-        for sg, (group, split) in enumerate(zip(grouping.groups, grouping.best)):
-            if len(group) < 2:
+        for sgs in kernel_sgs:
+            ops = sorted(op for sg in sgs for op in grouping.groups[sg])
+            if not all(tg.ops[op].fusible for op in ops):
                 continue
-            shape = tg.ops[max(group)].shape
-            inst = first[sg]
-            kernels.setdefault(tuple(callees[m] for m in group), SubgraphPlan(
+            split = grouping.best[sgs[-1]]
+            factors = [grouping.best[sg].factor for sg in sgs if grouping.best[sg] is not None]
+            inst = first[sgs[-1]]
+            kernels.setdefault(tuple(callees[m] for m in ops), SubgraphPlan(
                 dim=split.dim if split is not None else 0,
-                instances=split.factor if split is not None else 1,
-                binding=tuple(binding.bind[inst]), output_shape=tuple(shape),
+                instances=max(factors, default=1),
+                binding=tuple(binding.bind[inst]), output_shape=tuple(tg.ops[max(ops)].shape),
                 scope=binding.scope[inst], options=options or KernelOptions()))
-    return BlockPlan(tg, grouping, ig, kind, order, order_peak(ig, order), binding, kernels)
+    return BlockPlan(tg, grouping, ig, kind, order, order_peak(ig, order), binding, kernels,
+                     kernel_sgs)
+
+
+def chains(tg: TurboGraph, grouping: Grouping) -> list[list[int]]:
+    """Straight chains of SGs (in topological order) whose instances line up: SG ``b`` joins the
+    chain ending with ``a`` when ``a`` is its only producer SG and ``b`` the only consumer SG of
+    ``a``, all their ops are fusible, and splitting ``b``'s output along its BestSplit needs an
+    equal slice of ``a``'s output along ``a``'s BestSplit dimension (no halo, :func:`propagate`) -
+    then instance ``j`` of ``b`` only needs the instances of ``a`` covering its slice, and the
+    depth-first order of Algorithm 3 runs them back to back."""
+    owner = {op: sg for sg, group in enumerate(grouping.groups) for op in group}
+    producers = [set() for _ in grouping.groups]
+    consumers = [set() for _ in grouping.groups]
+    for sg, group in enumerate(grouping.groups):
+        for op in group:
+            for p in tg.ops[op].inputs:
+                if owner[p] != sg:
+                    producers[sg].add(owner[p])
+                    consumers[owner[p]].add(sg)
+    result: list[list[int]] = []
+    tail: dict[int, int] = {}  # last SG of a chain -> its index in result
+    for sg in sorted(range(len(grouping.groups)), key=lambda g: min(grouping.groups[g])):
+        prev = next(iter(producers[sg])) if len(producers[sg]) == 1 else None
+        if prev is not None and prev in tail and consumers[prev] == {sg} and _aligned(tg, grouping, prev, sg):
+            chain = tail.pop(prev)
+            result[chain].append(sg)
+            tail[sg] = chain
+        else:
+            tail[sg] = len(result)
+            result.append([sg])
+    return result
+
+
+def _aligned(tg: TurboGraph, grouping: Grouping, a: int, b: int) -> bool:
+    sa, sb = grouping.best[a], grouping.best[b]
+    members = grouping.groups[a] + grouping.groups[b]
+    if sa is None or sb is None or not all(tg.ops[op].fusible for op in members):
+        return False
+    need, dim = propagate(tg, members, sb.dim, sb.factor)[output_op(tg, grouping.groups[a])]
+    return dim == sa.dim and need <= 1.0 / sb.factor + 1e-9
