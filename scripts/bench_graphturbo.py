@@ -1,11 +1,20 @@
-"""Simulated DSA throughput of ``stock`` vs ``graphturbo`` (GraphTurbo Fig. 14, Table 3).
+"""Simulated DSA throughput of ``stock`` vs ``graphturbo`` and Fig. 15's variants (GraphTurbo
+Fig. 14, Fig. 15, Table 3) on the ``dsa/stcp920`` simulator.
 
-For each model: kernels, simulated cycles and throughput (samples/s), and the buffer-scope counts
-per level (DDR / GB / LB) reported by the DSA simulator (``tvm_fusion_ext.target_dsa.profile``),
-plus GraphTurbo's plan (sub-graphs, instances, chosen order). The Fig. 15 variants are not listed:
-instance-level kernels and across-layer instruction scheduling are not implemented yet.
+For each model and strategy the module is compiled up to the DSA schedule and simulated without
+running it (``target_dsa.profile.static_profile``: the kernel models of the scheduled TIR and the
+kernel calls of ``main``, the same numbers a traced run gives). Reported per strategy: kernels,
+cycles, throughput (samples/s), bytes moved per level and the buffer-scope counts per level
+(Table 3: kernel outputs and DDR allocations, GB and LB allocations, per inference).
 
-    .venv/bin/python scripts/bench_graphturbo.py --model resnet_stage --arg image=16 --arg channels=16
+Batch sizes are GraphTurbo Table 2's; images, depths and layer counts are reduced where compile
+time forces it (``BENCH`` below; every reduction is printed with the results). Results are merged
+into ``--json`` (one run per model or strategy is fine), and the markdown tables are printed from
+the merged file:
+
+    .venv/bin/python scripts/bench_graphturbo.py --models resnet50 --json docs/benchmarks/graphturbo.json
+    .venv/bin/python scripts/bench_graphturbo.py --models bert_base --fusions stock,graphturbo
+    .venv/bin/python scripts/bench_graphturbo.py --report-only --json docs/benchmarks/graphturbo.json
 """
 
 from __future__ import annotations
@@ -13,50 +22,119 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
-import tvm
-
-import tvm_fusion_ext  # noqa: F401
+import tvm_fusion_ext  # noqa: F401  (registers the strategies and the DSA target)
 from tvm_fusion_ext import zoo
-from tvm_fusion_ext.pipelines import preprocess_passes
-from tvm_fusion_ext.relax_passes.graphturbo_fusion import GraphTurboFusion
-from tvm_fusion_ext.target_dsa import profile
-from tvm_fusion_ext.testing.verify import build, random_inputs
+from tvm_fusion_ext.target_dsa.profile import static_profile
+
+# Fig. 15's bars, first to last, then the reference.
+VARIANTS = ("graphturbo-gb", "graphturbo-lb", "graphturbo-instances", "graphturbo")
+FUSIONS = ("stock", *VARIANTS)
+# model -> (zoo arguments, unit, what differs from GraphTurbo Table 2 / the published model)
+BENCH = {
+    "resnet50": ({"batch": 64, "image": 64}, "images/s", "224x224 images reduced to 64x64"),
+    "bert_base": ({"batch": 32, "seq": 128, "layers": 2}, "sentences/s",
+                  "BERT-128 with 2 of its 12 encoder layers"),
+    "mobilenet_v2": ({"batch": 128, "image": 64}, "images/s", "224x224 images reduced to 64x64"),
+    "dlrm": ({"batch": 1024}, "queries/s", "the zoo's DLRM-like model (26 tables of 1000 x 64)"),
+    "vit": ({"batch": 32, "image": 64, "depth": 4}, "images/s",
+            "ViT-Ti/16 on 64x64 images (16 patches) with 4 of its 12 layers"),
+    "densenet121": ({"batch": 32, "image": 64}, "images/s", "224x224 images reduced to 64x64"),
+}
+TARGET = "dsa/stcp920"
 
 
-def _plan_summary(mod, target) -> dict:
-    fusion = GraphTurboFusion()
-    with target:
-        fusion(tvm.transform.Sequential(preprocess_passes())(mod))
-    return {"subgraphs": sum(len(p.grouping.groups) for p in fusion.plans),
-            "instances": sum(len(p.instances.instances) for p in fusion.plans),
-            "orders": [p.order_kind for p in fusion.plans],
-            "lb_peak_bytes": max((p.lb_peak for p in fusion.plans), default=0)}
+def measure(name: str, fusions: list[str], args: dict) -> dict:
+    """One model: the static profile of every strategy in ``fusions``."""
+    model_args = zoo.parse_model_args(name, [f"{k}={v}" for k, v in args.items()])
+    mod = zoo.load(name, model_args).relax("torch")
+    batch = int(model_args.get("batch", 1))
+    rows = {}
+    for fusion in fusions:
+        start = time.time()
+        prof = static_profile(mod, fusion, TARGET)
+        rows[fusion] = {
+            "kernels": prof["kernels"], "cycles": prof["cycles"], "time_ms": prof["time_ms"],
+            "throughput": batch / (prof["time_ms"] / 1e3),
+            "bytes": {level: prof[f"{level}_bytes"] for level in ("ddr", "gb", "lb")},
+            "buffers": prof["buffers"], "unit_busy": prof["unit_busy"],
+            "compile_s": round(time.time() - start, 1)}
+        print(f"{name:12s} {fusion:22s} {prof['cycles']:>12d} cycles  buffers {prof['buffers']}  "
+              f"({rows[fusion]['compile_s']} s)", flush=True)
+    return {"args": model_args, "rows": rows}
+
+
+def report(results: dict) -> str:
+    """Markdown: Fig. 14 (throughput, speedup), Fig. 15 (variants over stock), Table 3."""
+    lines = [(f"Simulated on `{TARGET}` (`scripts/bench_graphturbo.py`); throughput = batch / "
+             "simulated time of one inference."), "",
+             "| model | args | unit | stock | graphturbo | speedup | kernels stock / graphturbo |",
+             "|---|---|---|---|---|---|---|"]
+    for name, res in results.items():
+        rows, unit = res["rows"], BENCH.get(name, ({}, "samples/s", ""))[1]
+        if "stock" in rows and "graphturbo" in rows:
+            s, g = rows["stock"], rows["graphturbo"]
+            lines.append(f"| {name} | {_args(res['args'])} | {unit} | {s['throughput']:.1f} | "
+                         f"{g['throughput']:.1f} | {g['throughput'] / s['throughput']:.2f}x | "
+                         f"{s['kernels']} / {g['kernels']} |")
+    lines += ["", "Fig. 15 breakdown (speedup over stock):", "",
+              "| model | " + " | ".join(VARIANTS) + " |", "|---|" + "---|" * len(VARIANTS)]
+    for name, res in results.items():
+        rows = res["rows"]
+        if "stock" in rows:
+            cells = [f"{rows['stock']['cycles'] / rows[v]['cycles']:.2f}x" if v in rows else "-"
+                     for v in VARIANTS]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", ("Table 3 (buffer scopes per inference: DDR = kernel outputs and DDR allocations, "
+              "GB / LB = allocations):"), "",
+              ("| model | DDR stock | DDR graphturbo | DDR ratio | GB stock | GB graphturbo | "
+              "LB stock | LB graphturbo |"), "|---|---|---|---|---|---|---|---|"]
+    for name, res in results.items():
+        rows = res["rows"]
+        if "stock" in rows and "graphturbo" in rows:
+            s, g = rows["stock"]["buffers"], rows["graphturbo"]["buffers"]
+            lines.append(f"| {name} | {s['ddr']} | {g['ddr']} | {s['ddr'] / max(g['ddr'], 1):.1f}x | "
+                         f"{s['gb']} | {g['gb']} | {s['lb']} | {g['lb']} |")
+    notes = [f"* {name}: {BENCH[name][2]}" for name in results if name in BENCH]
+    return "\n".join(lines + ["", "Reduced from GraphTurbo Table 2 for compile time:", *notes])
+
+
+def _args(args: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(args.items()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", action="append", required=True)
-    parser.add_argument("--arg", action="append", default=[], help="KEY=VALUE model argument")
-    parser.add_argument("--target", default="dsa/stcp920")
+    parser.add_argument("--models", default=",".join(BENCH), help="comma-separated zoo models")
+    parser.add_argument("--fusions", default=",".join(FUSIONS), help="comma-separated strategies")
+    parser.add_argument("--model-arg", action="append", default=[],
+                        help="MODEL:KEY=VALUE overriding a benchmark size")
+    parser.add_argument("--json", default="graphturbo_bench.json",
+                        help="results file, merged with what it already holds")
+    parser.add_argument("--report-only", action="store_true", help="print the tables, measure nothing")
     args = parser.parse_args()
-    target = tvm.target.Target(args.target)
-    rows = []
-    for name in args.model:
-        model_args = zoo.parse_model_args(name, args.arg)
-        mod = zoo.load(name, model_args).relax("torch")
-        inputs = random_inputs(mod["main"])
-        batch = int(model_args.get("batch", 1))
-        row = {"model": name, "args": model_args, "plan": _plan_summary(mod, target)}
-        for fusion in ("stock", "graphturbo"):
-            start = time.time()
-            prof = profile(build(mod, fusion, target), inputs, target)
-            row[fusion] = {"kernels": prof["kernels"], "cycles": prof["cycles"],
-                           "throughput": batch / (prof["time_ms"] / 1e3),
-                           "buffers": prof["buffers"], "compile_run_s": round(time.time() - start, 1)}
-        row["speedup"] = row["stock"]["cycles"] / row["graphturbo"]["cycles"]
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+    path = Path(args.json)
+    results = json.loads(path.read_text()) if path.exists() else {}
+    if not args.report_only:
+        overrides: dict[str, dict] = {}
+        for item in args.model_arg:
+            model, _, kv = item.partition(":")
+            key, _, value = kv.partition("=")
+            if not model or not key or not value:
+                raise SystemExit(f"--model-arg {item!r} is not MODEL:KEY=VALUE")
+            overrides.setdefault(model, {})[key] = value
+        for name in filter(None, args.models.split(",")):
+            if name not in BENCH and name not in overrides:
+                raise SystemExit(f"no benchmark size for {name!r}; give --model-arg {name}:KEY=VALUE")
+            sizes = {**BENCH.get(name, ({},))[0], **overrides.get(name, {})}
+            res = measure(name, [f for f in args.fusions.split(",") if f], sizes)
+            old = results.get(name, {})
+            if old.get("args") != res["args"]:
+                old = {}
+            results[name] = {"args": res["args"], "rows": {**old.get("rows", {}), **res["rows"]}}
+            path.write_text(json.dumps(results, indent=1, sort_keys=True))
+    print(report(results))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+from tvm import relax, tirx
 
 from tvm_fusion_ext.partitioners.graphturbo import (
     Split,
@@ -22,6 +23,9 @@ from tvm_fusion_ext.partitioners.graphturbo import (
     plain_binding,
     split_info,
 )
+from tvm_fusion_ext.partitioners.graphturbo.dim_maps import split_maps
+from tvm_fusion_ext.partitioners.graphturbo.grouping import Grouping
+from tvm_fusion_ext.partitioners.graphturbo.partitioner import chains
 from tvm_fusion_ext.partitioners.graphturbo.split_info import recompute_ratio
 
 F32 = 4
@@ -202,3 +206,36 @@ def test_grouping_refuses_unsplittable_and_non_fusible():
     assert group_subgraphs(g, lb_bytes=1 << 20).groups == [[0], [1], [2]]
     tiny = group_subgraphs(g, lb_bytes=1)  # nothing fits: no SplitInfo, no merge
     assert tiny.groups == [[0], [1], [2]] and tiny.best == [None, None, None]
+
+
+def test_chains_run_the_four_stages_as_one_kernel_in_dfs_order():
+    """Fig. 6's instances line up slice for slice along the batch (b1 needs a1, a2 only), so the
+    DFS order of Fig. 7(f) can run the four stage sub-graphs as one kernel; the graph input
+    (not fusible) starts a chain of its own."""
+    g, grouping, _ = _fig6()
+    stage_sgs = [i for i, grp in enumerate(grouping.groups) if g.ops[grp[0]].fusible]
+    assert chains(g, grouping) == [[0], stage_sgs]
+    # a halo along the split dimension breaks the alignment: split the stages along H instead;
+    # only stage 4, one instance (factor 1), still joins its producer
+    along_h = Grouping(grouping.groups, [None if s is None else Split(s.split, s.n, s.factor, 2)
+                                         for s in grouping.best])
+    assert chains(g, along_h) == [[0], [stage_sgs[0]], [stage_sgs[1]], stage_sgs[2:]]
+
+
+def test_split_maps_follow_reshape_transpose_and_reduction():
+    """Algorithm 1's match_dim through ops whose shape alone does not tell: a reshape carries a
+    batch split to the merged dimension, a transpose to the permuted one, a softmax row is whole."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4, 8, 6), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            r = bb.emit(relax.op.reshape(x, (32, 6)))
+            t = bb.emit(relax.op.permute_dims(x, [0, 2, 1]))
+            s = bb.emit(relax.op.nn.softmax(x, axis=-1))
+            bb.emit_output(relax.Tuple([r, t, s]))
+        bb.emit_func_output(x)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    funcs = {gv.name_hint: f for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc)}
+    assert split_maps(funcs["reshape"], 1) == [{0: (0, 0), 1: (2, 0)}]  # rows -> batch of x
+    assert split_maps(funcs["transpose"], 1) == [{0: (0, 0), 1: (2, 0), 2: (1, 0)}]
+    assert split_maps(funcs["softmax"], 1) == [{0: (0, 0), 1: (1, 0)}]  # not along the row

@@ -1,26 +1,37 @@
-"""The ``graphturbo`` strategy end to end: sub-graphs become kernels and match the unfused module."""
+"""The ``graphturbo`` strategies end to end: sub-graphs become kernels and match the unfused module;
+on the DSA a sub-graph's layer outputs stay on chip (graphturbo-dsa-scheduling.txt sections 3-5)."""
+
+import json
 
 import pytest
 import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
 
 import tvm_fusion_ext  # noqa: F401  (registers graphturbo)
 from tvm_fusion_ext import zoo
-from tvm_fusion_ext.pipelines import fusion_pipeline, preprocess_passes
+from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import PLANS_ATTR
+from tvm_fusion_ext.pipelines import fusion_pipeline, preprocess_passes, schedule_passes
 from tvm_fusion_ext.relax_passes.graphturbo_fusion import GraphTurboFusion
-from tvm_fusion_ext.testing.verify import assert_same_as_unfused, count_kernels
+from tvm_fusion_ext.target_dsa.pipeline import MODEL_ATTR
+from tvm_fusion_ext.target_dsa.profile import profile_details, static_profile
+from tvm_fusion_ext.testing.verify import assert_same_as_unfused, build, count_kernels, random_inputs
+
+DSA = "dsa/stcp920"
 
 
 @pytest.fixture(scope="module")
 def stage():
-    """GraphTurbo Fig. 3(a): one ResNet stage with 2x down-sampling (two blocks)."""
-    return zoo.load("resnet_stage", {"image": 16, "channels": 16}).relax("torch")
+    """GraphTurbo Fig. 3(a): one ResNet stage with 2x down-sampling (two blocks, five convs)."""
+    return zoo.load("resnet_stage", {"image": 16, "channels": 16, "batch": 2}).relax("torch")
 
 
-def test_stage_is_one_kernel_on_llvm_and_matches_unfused(stage):
+def test_stage_on_llvm_has_one_anchor_per_kernel_and_matches_unfused(stage):
+    """On a CPU the default schedule tiles one anchor per kernel: one kernel per conv."""
     target = tvm.target.Target("llvm")
     with target:
         fused = fusion_pipeline("graphturbo", target)(stage)
-    assert count_kernels(fused) == 1  # Fig. 5: conv block + identity block in one sub-graph
+    assert count_kernels(fused) == 5
     assert assert_same_as_unfused(stage, "graphturbo") < 1e-4
 
 
@@ -39,5 +50,65 @@ def test_small_lb_cuts_the_stage_and_plans_instances(stage):
     assert out is not pre
 
 
-def test_stage_on_dsa_matches_unfused(stage):
-    assert assert_same_as_unfused(stage, "graphturbo", target="dsa/stcp920") < 1e-4
+def test_stage_on_dsa_is_one_kernel_with_its_plan(stage):
+    target = tvm.target.Target(DSA)
+    with target:
+        fused = fusion_pipeline("graphturbo", target)(stage)
+    assert count_kernels(fused) == 1  # Fig. 5: conv block + identity block in one sub-graph
+    plans = fused.attrs[PLANS_ATTR]
+    (name,) = [gv.name_hint for gv, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)
+               and gv.name_hint in plans]
+    assert '"output_shape": [2, 32, 8, 8]' in str(plans[name])
+
+
+def test_stage_on_dsa_keeps_layer_outputs_out_of_ddr(stage):
+    """The scheduled kernel allocates nothing in DDR: its 4 convs' outputs live in LB or GB,
+    and only the sub-graph's input, output and weights cross DDR (fewer bytes than stock)."""
+    target = tvm.target.Target(DSA)
+    with target:
+        scheduled = tvm.transform.Sequential(
+            [fusion_pipeline("graphturbo", target), *schedule_passes(target, "untuned")])(stage)
+    kernel = next(f for gv, f in scheduled.functions_items() if isinstance(f, tirx.PrimFunc)
+                  and gv.name_hint.startswith("fused_"))
+    blocks = []
+    tvm_ffi.structural_walk(kernel.body, [(s_tir.SBlock, blocks.append)])
+    scopes = {b.scope() for block in blocks for b in block.alloc_buffers}
+    assert scopes and scopes <= {"local.dsa_lb", "global.dsa_gb"}
+    turbo, stock = static_profile(stage, "graphturbo", DSA), static_profile(stage, "stock", DSA)
+    assert turbo["buffers"]["ddr"] == 1 and stock["buffers"]["ddr"] == 5
+    assert turbo["ddr_bytes"] < stock["ddr_bytes"]
+
+
+def test_stage_on_dsa_matches_unfused_and_static_profile_matches_the_run(stage):
+    assert assert_same_as_unfused(stage, "graphturbo", target=DSA) < 1e-4
+    traced = profile_details(build(stage, "graphturbo", DSA), random_inputs(stage["main"]), DSA)
+    static = static_profile(stage, "graphturbo", DSA)
+    assert (traced["cycles"], traced["buffers"]) == (static["cycles"], static["buffers"])
+
+
+@pytest.mark.parametrize("variant", ["graphturbo-gb", "graphturbo-lb", "graphturbo-instances"])
+def test_fig15_variants_match_unfused(stage, variant):
+    assert assert_same_as_unfused(stage, variant, target=DSA) < 1e-4
+
+
+def test_fig15_switches_show_in_the_kernels(stage):
+    """Only the full strategy double-buffers (instruction scheduling); without stitching no layer
+    output is allocated in LB."""
+    target = tvm.target.Target(DSA)
+    with target:
+        gb = tvm.transform.Sequential([fusion_pipeline("graphturbo-gb", target),
+                                       *schedule_passes(target, "untuned")])(stage)
+        full = tvm.transform.Sequential([fusion_pipeline("graphturbo", target),
+                                         *schedule_passes(target, "untuned")])(stage)
+
+    def kernel_loops(mod):
+        func = next(f for gv, f in mod.functions_items() if gv.name_hint.startswith("fused_"))
+        loops = []
+        tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)])
+        return [dict(lp.annotations) for lp in loops if lp.annotations and "dsa.tile" in lp.annotations]
+
+    assert not any(int(a["dsa.double_buffer"]) for a in kernel_loops(gb))
+    assert any(int(a["dsa.double_buffer"]) for a in kernel_loops(full))
+    models = [json.loads(str(f.attrs[MODEL_ATTR])) for mod in (gb, full)
+              for gv, f in mod.functions_items() if gv.name_hint.startswith("fused_")]
+    assert [m["buffers"]["ddr"] for m in models] == [1, 1]

@@ -422,8 +422,9 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     scopes, gb_peak = _layer_scopes(sch, spec)
     for name, scope in scopes.items():
         sch.set_scope(sch.get_sblock(name), 0, scope)
+    layers = _block_rvs(sch)  # the promotions below stay at the root
     _promote_anchor_weights(sch, params, spec.gb_bytes - gb_peak, depth)
-    for rv in _block_rvs(sch):
+    for rv in layers:
         if len(sch.get_loops(rv)) > depth:
             _tile_layer(sch, rv, spec, depth, plan.options.instruction_scheduling)
     return _promote_per_cluster(_tensorize(sch.mod["main"], spec), spec)

@@ -1,0 +1,132 @@
+"""GraphTurbo's DSA kernel generator (graphturbo-dsa-scheduling.txt section 4) on a hand-written
+sub-graph: y = relu(x @ w), x [64, 32], w [32, 32], on stcp920 (4 clusters of 8 cores, 64 KB LB).
+
+The per-core pieces split the output rows into 32 pieces of 2 rows; the intermediate x @ w stays in
+LB, the weight is promoted DDR -> GB once per cluster and GB -> LB per piece. Every number below is
+derived in the comments from docs/dsa.md's model.
+"""
+
+import pytest
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+from tvm.script import tirx as T
+
+from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import VARIANTS, SubgraphPlan
+from tvm_fusion_ext.target_dsa import instance_schedule as gen
+from tvm_fusion_ext.target_dsa.kernel_model import INSTANCES, TILE, kernel_model
+from tvm_fusion_ext.target_dsa.simulator import fits, simulate
+from tvm_fusion_ext.target_dsa.spec import PRESETS
+
+SPEC = PRESETS["stcp920"]
+
+
+@T.prim_func(s_tir=True)
+def mlp(x: T.Buffer((64, 32), "float32"), w: T.Buffer((32, 32), "float32"),
+        y: T.Buffer((64, 32), "float32")):
+    h = T.sblock_alloc_buffer((64, 32))
+    for i, j, k in T.grid(64, 32, 32):
+        with T.sblock("mm"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                h[vi, vj] = T.float32(0)
+            h[vi, vj] = h[vi, vj] + x[vi, vk] * w[vk, vj]
+    for i, j in T.grid(64, 32):
+        with T.sblock("relu"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            y[vi, vj] = T.max(h[vi, vj], T.float32(0))
+
+
+PLAN = SubgraphPlan(dim=0, instances=4, binding=(8, 1), output_shape=(64, 32))
+
+
+def _scopes(func) -> dict[str, str]:
+    blocks = []
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)])
+    return {b.name: b.scope() for block in blocks for b in block.alloc_buffers}
+
+
+def test_pieces_keep_the_intermediate_in_lb_and_promote_the_weight():
+    func = gen.stage_subgraph(mlp, SPEC, PLAN, {0: 32})
+    scopes = _scopes(func)
+    assert scopes["h_local.dsa_lb"] == "local.dsa_lb"  # x @ w never leaves the core
+    assert scopes["w_global.dsa_gb"] == "global.dsa_gb"
+    assert "global" not in scopes.values()  # nothing but the parameters lives in DDR
+    model = kernel_model(func)
+    promote, pieces = model["phases"]
+    # Weight promotion: one DDR -> GB copy of w (32*32*4 B) per cluster, 4 clusters on 4 cores.
+    assert (promote["instances"], promote["cores"]) == (4, 4)
+    assert promote["events"] == [{"kind": "dma", "src": "ddr", "dst": "gb", "bytes": 4096,
+                                  "transfers": 1}]
+    # Pieces: 32 on 32 cores, double-buffered; per piece 2 rows of x in (256 B), w GB -> LB,
+    # 2*32*32 MACs, 2*32 max ops, 2 rows of y out.
+    assert (pieces["instances"], pieces["cores"], pieces["double_buffer"]) == (32, 32, True)
+    by_kind = {(e["kind"], e.get("src"), e.get("dst"), e.get("unit_kind")): e for e in pieces["events"]}
+    assert by_kind[("dma", "ddr", "lb", None)]["bytes"] == 256
+    assert by_kind[("dma", "gb", "lb", None)]["bytes"] == 4096
+    assert by_kind[("compute", None, None, "vmac")]["ops"] == 2048
+    assert by_kind[("dma", "lb", "ddr", None)]["bytes"] == 256
+    assert fits(model, SPEC, reuse=True)
+    prof = simulate({"k": model}, ["k"], SPEC)
+    # DDR traffic: the group's input and output once, the weight once per cluster.
+    assert prof["ddr_bytes"] == 4 * 4096 + 32 * (256 + 256)
+    # Cycles: promotion A=4: DDR 136/4 = 34 B/cycle, ceil(4096/34) + 64 = 185.
+    # Pieces A=32: DDR 4.25 B/cycle, GB 512/8 = 64 B/cycle; L = ceil(256/4.25) + 64 + 4096/64 + 64
+    # = 253, C = 2048/64 + 64/16 = 36, S = 61 + 64 = 125; one piece per core: 414. Launch 1000.
+    assert prof["cycles"] == 1000 + 185 + 414
+    assert prof["buffers"] == {"ddr": 1, "gb": 1, "lb": 4}
+
+
+def test_search_prefers_a_piece_per_core():
+    staged = gen.schedule_subgraph(mlp, SPEC, PLAN)
+    assert staged.fits and staged.pieces >= SPEC.num_cores
+    assert staged.cycles <= 1599
+
+
+def test_layer_form_exchanges_layer_outputs_through_gb():
+    """Fig. 15's first bar: no stitching, no instances - each layer one phase over all cores,
+    x @ w written to GB and read back; the weight promoted once."""
+    plan = SubgraphPlan(0, 4, (8, 1), (64, 32), options=VARIANTS["gb"])
+    func = gen.stage_layers(mlp, SPEC, plan, instances=1)
+    assert _scopes(func)["h_global.dsa_gb"] == "global.dsa_gb"
+    model = kernel_model(func)
+    tiled = [p for p in model["phases"] if p["cores"] == SPEC.num_cores]
+    assert len(tiled) == 2 and not any(p["double_buffer"] for p in model["phases"])
+    gb_out = [e for e in tiled[0]["events"] if e.get("src") == "lb" and e.get("dst") == "gb"]
+    gb_in = [e for e in tiled[1]["events"] if e.get("src") == "gb" and e.get("dst") == "lb"]
+    assert sum(e["bytes"] for e in gb_out) * tiled[0]["instances"] == 64 * 32 * 4
+    assert sum(e["bytes"] for e in gb_in) * tiled[1]["instances"] == 64 * 32 * 4
+    assert simulate({"k": model}, ["k"], SPEC)["buffers"]["ddr"] == 1
+
+
+def test_instance_loop_repeats_the_layers():
+    func = gen.stage_layers(mlp, SPEC, PLAN, instances=4)
+    loops = []
+    tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)], order="pre")
+    assert any(INSTANCES in (lp.annotations or {}) and int(lp.extent) == 4 for lp in loops)
+    model = kernel_model(func)
+    promote = [p for p in model["phases"] if p["cores"] == SPEC.clusters]
+    repeated = [p for p in model["phases"] if p.get("repeat") == 4]
+    assert len(promote) + len(repeated) == len(model["phases"])  # the rest runs per instance
+    macs = sum(p["repeat"] * p["instances"] * e["ops"] for p in repeated for e in p["events"]
+               if e.get("unit_kind") in ("matrix", "vmac"))
+    assert macs == 64 * 32 * 32  # nothing recomputed across the 4 instances
+    assert sum(TILE in (lp.annotations or {}) for lp in loops) >= 2
+
+
+@pytest.mark.parametrize("splits", [{0: 3}, {1: 5}])
+def test_pieces_must_divide_the_output(splits):
+    with pytest.raises(gen.Unsupported, match="do not divide"):
+        gen.stage_subgraph(mlp, SPEC, PLAN, splits)
+
+
+def test_duplicate_buffer_names_are_made_unique():
+    """FuseTIR may give several buffers one name; cache stages are named after buffers."""
+    h = next(b for b in gen._alloc_buffers(mlp) if b.name == "h")
+    named_x = tvm.ir.Var("x", h.ty)
+    clash = tvm_ffi.structural_map(mlp, [(tvm.ir.Var, lambda v: named_x if v.same_as(h) else v)])
+    assert [b.name for b in gen._alloc_buffers(clash)] == ["x"]
+    renamed = gen.unique_buffer_names(clash)
+    assert [b.name for b in gen._alloc_buffers(renamed)] == ["x_1"]
+    assert gen.unique_buffer_names(mlp).same_as(mlp)  # already unique: untouched
+    assert tvm_ffi.structural_equal(renamed, mlp, map_free_vars=True)
