@@ -59,7 +59,7 @@ DDR = "global"
 # of buffers in LB to allow for the promotion of such tensors").
 WEIGHT_BUFFER_FRACTION = 4
 # Piece splits evaluated per sub-graph (each one a full schedule and simulation).
-MAX_PIECE_TRIALS = 3
+MAX_PIECE_TRIALS = 2
 # A kernel with fewer DDR buffers is preferred while within this factor of the fastest's cycles.
 ON_CHIP_TOLERANCE = 1.1
 # Largest divisors tried per tiled loop of an anchor.
@@ -559,8 +559,8 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
 
     Candidates: with buffer stitching the per-core pieces (:func:`_search_pieces`); the
     layer-bound form (:func:`stage_layers`) over the whole output, and with instance splitting
-    also over the plan's instances (BestSplit's factor rounded up to divide the extent, and a half
-    and a quarter of it: fewer, larger instances re-read the weights less often). Among the
+    also over the plan's instances (BestSplit's factor rounded up to divide the extent, and a
+    quarter of it: fewer, larger instances re-read the weights less often). Among the
     candidates that fit LB and GB, the fastest is kept unless one within
     :data:`ON_CHIP_TOLERANCE` of its cycles allocates fewer DDR buffers: GraphTurbo keeps tensors
     on chip when that costs (nearly) nothing. Without stitching (Fig. 15's first bar, "LLB only")
@@ -579,7 +579,7 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
         candidates.append(first)
         if first is not None:
             count = first.splits[plan.dim]
-            candidates += [_layer_candidate(func, spec, plan, count // k) for k in (2, 4)
+            candidates += [_layer_candidate(func, spec, plan, count // k) for k in (4,)
                            if count % k == 0 and count // k > 1]
     candidates = [c for c in candidates if c is not None]
     if not candidates:
