@@ -4,11 +4,17 @@ matrix unit, stock baseline traffic, and zoo models against PyTorch."""
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from dsa_cases.relax_mods import ConvSoftmax, MatmulBias
+from tvm import s_tir
+from tvm.script import ir as I
+from tvm.script import relax as R
 
 import tvm_fusion_ext  # noqa: F401
+from tvm_fusion_ext.pipelines import fusion_pipeline, schedule_passes
 from tvm_fusion_ext.target_dsa import profile, profile_details
 from tvm_fusion_ext.target_dsa.codegen import dump_source, kernel_models
+from tvm_fusion_ext.target_dsa.kernel_model import level_of
 from tvm_fusion_ext.testing.verify import run
 
 TARGET = "dsa/stcp920"
@@ -86,3 +92,33 @@ def test_zoo_models_match_pytorch(name, args):
     assert prof["kernels"] > 10 and prof["cycles"] > 0 and prof["ddr_bytes"] > 0
     if name == "bert_base":
         assert prof["unit_busy"]["mme"] > 0
+
+
+@I.ir_module
+class TakeInt64:
+    @R.function
+    def main(x: R.Tensor((5, 3), "float32"), idx: R.Tensor((4,), "int64")) -> R.Tensor((4, 3), "float32"):
+        with R.dataflow():
+            y = R.take(x, idx, axis=0, mode="clip")
+            R.output(y)
+        return y
+
+
+def test_int64_buffers_get_their_own_lb_scope():
+    """Regression (fuzz, issue 11): StorageRewrite packs one tagged scope at 32-bit offsets, so an
+    ``int64`` index tile staged in ``local.dsa_lb`` after 15 ``float32`` failed the build
+    (``bits_offset % elem_bits``); wide elements now take ``local.dsa_lb.b64`` (still LB)."""
+    target = tvm.target.Target(TARGET)
+    with target:
+        fused = tvm.transform.Sequential([fusion_pipeline("stock", target),
+                                          *schedule_passes(target, "untuned")])(TakeInt64)
+    (func,) = [f for _, f in fused.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    scopes = {}
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, lambda b: scopes.update(
+        {buf.name: (str(buf.dtype), buf.scope()) for buf in b.alloc_buffers}))])
+    assert ("int64", "local.dsa_lb.b64") in scopes.values()
+    assert ("float32", "local.dsa_lb") in scopes.values()
+    assert all(level_of(scope) == "lb" for _, scope in scopes.values())
+    x = np.random.default_rng(0).uniform(-1, 1, (5, 3)).astype("float32")
+    idx = np.array([4, 0, 3, 1], dtype="int64")
+    np.testing.assert_array_equal(run(_compile(TakeInt64), [x, idx])[0], x[idx])

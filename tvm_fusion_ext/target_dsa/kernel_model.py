@@ -44,7 +44,7 @@ def level_of(scope: str) -> str:
     """Memory level of a storage scope: ``ddr``, ``gb`` or ``lb``."""
     if scope in ("", "global"):
         return "ddr"
-    if scope == "global.dsa_gb":
+    if scope == "global.dsa_gb" or scope.startswith("global.dsa_gb."):
         return "gb"
     if scope.startswith(("local", "shared", "warp")):
         return "lb"

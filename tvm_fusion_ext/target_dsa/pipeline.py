@@ -3,8 +3,9 @@
 ``tvm_fusion_ext.pipelines`` calls these for targets whose keys hold ``"dsa"``:
 
 * :func:`schedule_passes` - MetaSchedule records (``tuned``), then the DSA staging schedule
-  (:class:`.schedule.DSASchedule`: LB/GB scopes, DMA, tiles bound to cores, matrix unit), then
-  :class:`AnnotateKernelModel`, which stores each kernel's model for the simulator;
+  (:class:`.schedule.DSASchedule`: LB/GB scopes, DMA, tiles bound to cores, matrix unit),
+  :class:`SeparateWideBuffers` (LB/GB buffers of elements wider than 32 bits get a scope of their
+  own width), then :class:`AnnotateKernelModel`, which stores each kernel's model for the simulator;
 * :func:`lowering_passes` - the relax VM runs on the host, so TVM's CPU dataflow lowering and
   finalisation are used unchanged; the kernels go through ``target.build.c`` (:mod:`.codegen`).
 """
@@ -18,10 +19,66 @@ from tvm import relax, tirx
 
 from ..registration import register_pass
 from .kernel_model import kernel_model
-from .schedule import DSASchedule
+from .schedule import GB, LB, DSASchedule
 from .target import spec_of_target
 
 MODEL_ATTR = "dsa.kernel_model"
+# TVM's StorageRewrite packs all allocations of one tagged scope (``local.dsa_lb``,
+# ``global.dsa_gb``) into one buffer at 32-bit offsets: wider elements need a scope of their own.
+PACK_BITS = 32
+
+
+def width_scope(scope: str, bits: int) -> str:
+    """The scope a buffer of ``bits``-bit elements takes in the DSA scratchpad ``scope``:
+    ``scope`` itself up to :data:`PACK_BITS`, else ``scope.b<bits>`` (same memory level)."""
+    return scope if bits <= PACK_BITS else f"{scope}.b{bits}"
+
+
+@register_pass
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.SeparateWideBuffers")
+class SeparateWideBuffers:
+    """Move LB/GB buffers of elements wider than :data:`PACK_BITS` to :func:`width_scope`.
+
+    StorageRewrite merges every allocation of a tagged scope into one, each member at the next
+    32-bit offset, and fails (``bits_offset % elem_bits``) when e.g. an ``int64`` index buffer
+    follows three ``float32`` ones. One scope per element width keeps every offset a multiple of
+    the element size; the memory level (:func:`.kernel_model.level_of`) is unchanged.
+    """
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        updates = {}
+        for gvar, func in mod.functions_items():
+            if isinstance(func, tirx.PrimFunc):
+                moved = _separate_wide(func)
+                if moved is not None:
+                    updates[gvar] = moved
+        mod = mod.clone() if updates else mod  # never modify the caller's module in place
+        for gvar, func in updates.items():
+            mod[gvar] = func
+        return mod
+
+
+def _separate_wide(func: tirx.PrimFunc) -> tirx.PrimFunc | None:
+    """``func`` with its wide LB/GB buffers re-scoped (``set_scope`` on a writing block), or
+    None when it has none."""
+    import tvm_ffi
+    from tvm import s_tir
+
+    blocks = []
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)], order="pre")
+    wide = {buf.name for block in blocks for buf in block.alloc_buffers
+            if buf.scope() in (LB, GB) and buf.dtype.bits > PACK_BITS}
+    if not wide:
+        return None
+    sch = s_tir.Schedule(func)
+    for block in blocks:
+        for index, region in enumerate(block.writes):
+            buf = region.source
+            if buf.name in wide and buf.scope() in (LB, GB):
+                wide.discard(buf.name)
+                sch.set_scope(sch.get_sblock(block.name_hint), index,
+                              width_scope(buf.scope(), buf.dtype.bits))
+    return sch.mod["main"]
 
 
 @register_pass
@@ -46,7 +103,7 @@ def schedule_passes(target: tvm.target.Target, policy: str) -> list:
     spec = spec_of_target(target)
     if policy == "unscheduled":
         return [AnnotateKernelModel()]
-    passes = [DSASchedule(spec), AnnotateKernelModel()]
+    passes = [DSASchedule(spec), SeparateWideBuffers(), AnnotateKernelModel()]
     if policy == "tuned":
         if spec.matrix_shape is not None:
             # Tuned traces replay ``tensorize`` by intrinsic name: register it before replay.
