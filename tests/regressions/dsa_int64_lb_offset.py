@@ -1,4 +1,4 @@
-"""Fuzzing regression (scripts/fuzz.py, shrunk): int64 index tile after float32 tiles in one tagged LB scope (StorageRewrite 32-bit packing).
+"""Fuzzing regression (scripts/fuzz.py --seed 520 --cases 1, shrunk): an int64 index tile after float32 tiles in one tagged LB scope (StorageRewrite packs it at 32-bit offsets).
 
 * apollo-no-parallel on dsa/stcp920: crash: InternalError: Check failed: e->bits_offset % elem_bits == 0U (32 vs. 0) :
 * apollo-no-stitch on dsa/stcp920: crash: InternalError: Check failed: e->bits_offset % elem_bits == 0U (32 vs. 0) :
