@@ -130,3 +130,58 @@ def test_duplicate_buffer_names_are_made_unique():
     assert [b.name for b in gen._alloc_buffers(renamed)] == ["x_1"]
     assert gen.unique_buffer_names(mlp).same_as(mlp)  # already unique: untouched
     assert tvm_ffi.structural_equal(renamed, mlp, map_free_vars=True)
+
+
+@T.prim_func(s_tir=True)
+def scaled_then_normalised(x: T.Buffer((64,), "float32"), y: T.Buffer((64,), "float32"),
+                           z: T.Buffer((64,), "float32")):
+    """Two outputs, the second computed from the first: ``y = 2 x``, ``z = y / sum(y)``."""
+    s = T.sblock_alloc_buffer(())
+    for i in range(64):
+        with T.sblock("scale"):
+            vi = T.axis.spatial(64, i)
+            y[vi] = x[vi] * T.float32(2)
+    for k in range(64):
+        with T.sblock("total"):
+            vk = T.axis.reduce(64, k)
+            with T.init():
+                s[()] = T.float32(0)
+            s[()] = s[()] + y[vk]
+    for i in range(64):
+        with T.sblock("normalise"):
+            vi = T.axis.spatial(64, i)
+            z[vi] = y[vi] / s[()]
+
+
+@pytest.mark.parametrize("variant", ["gb", "full"])
+def test_an_output_read_by_a_later_layer_is_not_promoted_as_a_weight(variant):
+    """Fuzzer regression: the layer form promoted the output ``y`` (read whole by the reduction,
+    like a weight) DDR -> GB before the kernel had written it, so ``z`` used stale memory. The
+    first access to ``y`` must be the write of ``scale``."""
+    plan = SubgraphPlan(0, 1, (8,), (64,), options=VARIANTS[variant])
+    for func in (gen.stage_layers(scaled_then_normalised, SPEC, plan),
+                 gen.schedule_subgraph(scaled_then_normalised, SPEC, plan).func):
+        blocks = []
+        tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)], order="pre")
+        first = next(b for b in blocks if b.name_hint != "root"
+                     and any(r.source.name == "y" for r in (*b.reads, *b.writes)))
+        assert [w.source.name for w in first.writes] == ["y"], first.name_hint
+        assert "y_global.dsa_gb" not in _scopes(func)
+
+
+@T.prim_func(s_tir=True)
+def total(x: T.Buffer((4,), "float32"), s: T.Buffer((), "float32")):
+    for k in range(4):
+        with T.sblock("total"):
+            vk = T.axis.reduce(4, k)
+            with T.init():
+                s[()] = T.float32(0)
+            s[()] = s[()] + x[vk]
+
+
+def test_a_0d_output_has_no_pieces_and_takes_the_layer_form():
+    """Fuzzer regression (IndexError): a 0-d output has no loop to split into per-core pieces."""
+    plan = SubgraphPlan(0, 1, (), ())
+    with pytest.raises(gen.Unsupported, match="0-d"):
+        gen.stage_subgraph(total, SPEC, plan, {})
+    assert gen.schedule_subgraph(total, SPEC, plan).form == "layers"

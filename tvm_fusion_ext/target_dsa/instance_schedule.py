@@ -197,10 +197,15 @@ def _annotate(sch, piece, spec: DSASpec, plan: SubgraphPlan) -> None:
 
 
 def _param_readers(realizes: dict, params: set) -> dict[str, list[str]]:
+    """Blocks reading each input parameter among ``params``, in program order. A parameter some
+    block writes is an output (a multi-output sub-graph reads its earlier outputs): it is not
+    there before the kernel runs, so it is never staged or promoted as an input."""
+    written = {w.source.name for realize in realizes.values() for w in realize.block.writes}
     readers: dict[str, list[str]] = {}
     for name, realize in realizes.items():
         for region in realize.block.reads:
-            if region.source.name in params and name not in readers.setdefault(region.source.name, []):
+            source = region.source.name
+            if source in params and source not in written and name not in readers.setdefault(source, []):
                 readers[region.source.name].append(name)
     return readers
 
@@ -798,8 +803,11 @@ def _anchor_output(sch, outputs: list, shape: tuple[int, ...]):
 
 
 def _piece_loop(sch, store, splits: dict[int, int]):
-    """Split the output copy's loops per ``splits`` and fuse the outer parts into one loop."""
+    """Split the output copy's loops per ``splits`` and fuse the outer parts into one loop; a 0-d
+    output has no loop to split (the layer-bound form, :func:`stage_layers`, takes it)."""
     loops = sch.get_loops(store)
+    if not loops:
+        raise Unsupported("a 0-d output has no loop to split into pieces")
     outers, inners = [], []
     for d, loop in enumerate(loops):
         extent = int(sch.get(loop).extent)
