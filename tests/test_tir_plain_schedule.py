@@ -4,6 +4,7 @@ import pytest
 import tvm
 from tir_cases import fused, plain_expected, reductions
 from tvm import s_tir
+from tvm.script import tirx as T
 
 from tvm_fusion_ext.hardware import HardwareSpec
 from tvm_fusion_ext.tir_passes import PlainSchedule
@@ -31,3 +32,37 @@ def test_declines_nested_blocks():
     sch = s_tir.Schedule(reductions.elementwise)
     sch.blockize(sch.get_loops(sch.get_sblock("b"))[0])
     assert PlainSchedule(SPEC).apply(sch.mod["main"], tvm.target.Target("llvm"), False) is None
+
+
+@T.prim_func(private=True, s_tir=True)
+def scalar_then_map(a: T.Buffer((16,), "float32"), s: T.Buffer((), "float32"),
+                    b: T.Buffer((16,), "float32")):
+    half = T.sblock_alloc_buffer(())
+    with T.sblock("half"):
+        vi = T.axis.spatial(1, 0)
+        half[()] = s[()] * T.float32(0.5)
+    for i in range(16):
+        with T.sblock("b"):
+            vi = T.axis.spatial(16, i)
+            b[vi] = a[vi] + half[()]
+
+
+@T.prim_func(private=True, s_tir=True)
+def scalar_then_map_expected(a: T.Buffer((16,), "float32"), s: T.Buffer((), "float32"),
+                             b: T.Buffer((16,), "float32")):
+    half = T.sblock_alloc_buffer(())
+    with T.sblock("half"):
+        vi = T.axis.spatial(1, 0)
+        half[()] = s[()] * T.float32(0.5)
+    for i_0 in T.parallel(2):
+        for i_1 in T.vectorized(8):
+            with T.sblock("b"):
+                vi = T.axis.spatial(16, i_0 * 8 + i_1)
+                b[vi] = a[vi] + half[()]
+
+
+def test_blocks_without_loops_do_not_stop_the_others():
+    """Regression (fuzz, issue 11): a loop-less block (layer norm's 0-d mean) made the plain
+    schedule decline the whole kernel, whose scalar loops then met an LLVM -O3 vectoriser bug."""
+    sch = PlainSchedule(SPEC).apply(scalar_then_map, tvm.target.Target("llvm"), False)
+    tvm.ir.assert_structural_equal(sch.mod["main"], scalar_then_map_expected)

@@ -87,8 +87,11 @@ class BlockInfo:
         return None
 
 
-def analyze_blocks(sch: s_tir.Schedule) -> list[tuple[object, BlockInfo]] | None:
-    """``[(block_rv, BlockInfo)]`` for the root's child blocks, or ``None`` if any is unsupported."""
+def analyze_blocks(sch: s_tir.Schedule, skip_loopless: bool = False
+                   ) -> list[tuple[object, BlockInfo]] | None:
+    """``[(block_rv, BlockInfo)]`` for the root's child blocks, or ``None`` if any is unsupported.
+    ``skip_loopless``: leave out a block without loops whose iterations are all constants (e.g.
+    the 0-d mean of a layer norm over every axis) instead of declining the function."""
     func = sch.mod["main"]
     realizes = {}
     tvm_ffi.structural_walk(func.body, [(s_tir.SBlockRealize,
@@ -106,6 +109,8 @@ def analyze_blocks(sch: s_tir.Schedule) -> list[tuple[object, BlockInfo]] | None
         if not _is_true(realize.predicate) or block.match_buffers or len(block.writes) != 1:
             return None
         loops = [sch.get(lp) for lp in sch.get_loops(rv)]
+        if skip_loopless and not loops and all(isinstance(v, tirx.IntImm) for v in realize.iter_values):
+            continue
         if len(loops) != len(block.iter_vars):
             return None
         by_var = {}

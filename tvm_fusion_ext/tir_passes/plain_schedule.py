@@ -16,7 +16,10 @@ from .rule_base import SpecScheduleRule
 
 
 class PlainSchedule(SpecScheduleRule):
-    """Parallel outer spatial loops, vectorised inner spatial loop, per block."""
+    """Parallel outer spatial loops, vectorised inner spatial loop, per block. Blocks without
+    loops are left as they are (nothing to parallelise), the others are still scheduled."""
+
+    skip_loopless = True
 
     def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
         for rv, info in analyzed:

@@ -15,8 +15,11 @@ class SpecScheduleRule(dl.ScheduleRule):
 
     ``apply`` declines (returns None) for anything that is not a PrimFunc with analysable blocks;
     otherwise it hands the schedule, the analysed blocks and the spec to :meth:`schedule`, which
-    returns the schedule or None to decline.
+    returns the schedule or None to decline. A rule that sets ``skip_loopless`` is given the other
+    blocks when some have no loops (see :func:`.analysis.analyze_blocks`) instead of declining.
     """
+
+    skip_loopless = False
 
     def __init__(self, spec: HardwareSpec | None = None):
         self.spec = spec
@@ -25,7 +28,7 @@ class SpecScheduleRule(dl.ScheduleRule):
         if not isinstance(func, tirx.PrimFunc):
             return None
         sch = s_tir.Schedule(func)
-        analyzed = analyze_blocks(sch)
+        analyzed = analyze_blocks(sch, skip_loopless=self.skip_loopless)
         if not analyzed:
             return None
         return self.schedule(sch, analyzed, self.spec or spec_for_target(target))
