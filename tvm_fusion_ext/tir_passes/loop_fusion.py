@@ -14,7 +14,9 @@ Fusion within Layers", Fig. 11), :class:`AnchorLoopFusion`
    operand traffic; operands walked along the vector loop in the wrong layout are packed per tile;
 4. ``compute_at``s the remaining producers (padding, reductions) into the tile loop (a blocked
    contraction: its reduction-block loop) and ``reverse_compute_at``s the consumers into the
-   innermost spatial tile loop (a contraction: the tile loop, after the whole reduction), then
+   innermost spatial tile loop (a contraction: the tile loop, after the whole reduction) where
+   the moved consumer still runs each of its iterations once (a concat with another operand, a
+   reshape whose index fuses a tiled axis with others stay loop nests of their own), then
    gives every intermediate that now lives inside one tile the ``local`` scope, so lowering
    (``CompactBufferAllocation``) shrinks it to the tile;
 5. parallelises the fused outermost tile loop across cores and vectorises innermost loops.
@@ -33,8 +35,9 @@ from __future__ import annotations
 
 import math
 
+import tvm
 import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import s_tir, sym, tirx
 
 from ..hardware import HardwareSpec
 from .analysis import (
@@ -96,8 +99,7 @@ class AnchorLoopFusion(SpecScheduleRule):
             # A reduction after the anchor would reduce only the tile's part of its axis (TVM
             # allows the move); it stays a loop nest of its own, and so do the blocks reading it.
             if name not in reductions:
-                try_primitive(sch.reverse_compute_at, sch.get_sblock(name), consumer_attach,
-                              preserve_unit_loops=True)
+                _reverse_compute_at_covering(sch, name, consumer_attach)
 
         if spec.num_cores > 1 and _extent(sch, tile_loop) > 1:
             sch.parallel(tile_loop)
@@ -308,6 +310,46 @@ def _finish_anchor(sch: s_tir.Schedule, anchor_name: str, plan: _Plan, lanes: in
     if plan.first_reduce_loop is not None and plan.vector_loop is not None:
         init = sch.decompose_reduction(rv, plan.first_reduce_loop)
         _vectorize_innermost(sch, init, lanes)
+
+
+def _reverse_compute_at_covering(sch: s_tir.Schedule, name: str, loop) -> bool:
+    """``reverse_compute_at`` block ``name`` under ``loop`` if the moved block still runs each of
+    its iterations exactly once; returns whether it moved.
+
+    TVM gives the moved block the iterations whose reads the blocks under ``loop`` provide, as a
+    box per block variable. That box misses iterations when they read a guarded operand (TE's
+    concat: ``if_then_else(i < n, a[i], b[i - n])`` with only ``a`` produced in the tile) or when
+    one buffer index fuses several block variables (a reshape reading ``m[.., 2 * i + j]`` of a
+    tile of 3 columns); TVM does not reject either move. So the move is tried on a copy and kept
+    only when the block's bindings are a bijective affine map from its loops
+    (``detect_iter_map``) and the loops have as many points as the block's domain.
+    """
+    trial = sch.copy()
+    if not try_primitive(trial.reverse_compute_at, trial.get_sblock(name), loop,
+                         preserve_unit_loops=True):
+        return False
+    if not _runs_domain_once(trial, name):
+        return False
+    sch.reverse_compute_at(sch.get_sblock(name), loop, preserve_unit_loops=True)
+    return True
+
+
+def _runs_domain_once(sch: s_tir.Schedule, name: str) -> bool:
+    """Whether block ``name`` (no predicate) runs every point of its domain exactly once."""
+    realize = _realize_of(sch, name)
+    if not (isinstance(realize.predicate, tirx.IntImm) and int(realize.predicate) == 1):
+        return False
+    loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock(name))]
+    if not all(isinstance(loop.extent, tirx.IntImm) for loop in loops):
+        return False
+    domain = realize.block.iter_vars
+    if not all(isinstance(iv.dom.extent, tirx.IntImm) for iv in domain):
+        return False
+    if math.prod(int(loop.extent) for loop in loops) != math.prod(int(iv.dom.extent) for iv in domain):
+        return False
+    iters = {loop.loop_var: tvm.ir.Range.from_min_extent(loop.min, loop.extent) for loop in loops}
+    mapped = sym.detect_iter_map(list(realize.iter_values), iters, check_level="bijective")
+    return len(mapped.indices) > 0
 
 
 def _vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
