@@ -62,8 +62,9 @@ def test_first_run_measures_every_kernel_within_budget(tuned):
         assert task.best_secs is not None and 0 < task.best_secs < tuning.FAILED_SECS
 
 
-def test_first_record_of_each_kernel_is_the_untuned_schedule(tuned):
-    """So the tuned compile is never slower than the untuned one, whatever the budget."""
+def test_every_kernel_has_a_record_of_its_untuned_schedule(tuned):
+    """So the tuned compile is never slower than the untuned one, whatever the budget. (The search
+    may also find the same schedule again: a plain parallel + vectorised kernel is in its space.)"""
     _, first, _ = tuned
     matches: dict[int, list[bool]] = {}
     for record in first.database.get_all_tuning_records():
@@ -74,7 +75,7 @@ def test_first_record_of_each_kernel_is_the_untuned_schedule(tuned):
         matches.setdefault(tvm_ffi.structural_hash(workload_mod), []).append(
             tvm_ffi.structural_equal(sch.mod, untuned.mod))
     assert len(matches) == len(first.tasks)
-    assert all(found.count(True) == 1 for found in matches.values()), matches
+    assert all(any(found) for found in matches.values()), matches
 
 
 def test_rerun_with_the_same_directory_resumes(tuned):
