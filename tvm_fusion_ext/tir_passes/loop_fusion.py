@@ -19,7 +19,8 @@ Fusion within Layers", Fig. 11), :class:`AnchorLoopFusion`
    reshape whose index fuses a tiled axis with others stay loop nests of their own), then
    gives every intermediate that now lives inside one tile the ``local`` scope, so lowering
    (``CompactBufferAllocation``) shrinks it to the tile;
-5. parallelises the fused outermost tile loop across cores and vectorises innermost loops.
+5. parallelises the fused outermost tile loop across cores (and the leading spatial loops of a
+   block left with a loop nest of its own) and vectorises innermost loops.
 
 When the anchor is element-wise and reads reduction results (softmax, layer norm, the
 reduction -> element-wise stitching of APOLLO section 4.2), only the *row* loops (the anchor loops
@@ -105,6 +106,8 @@ class AnchorLoopFusion(SpecScheduleRule):
             sch.parallel(tile_loop)
         for name in producers + consumers:
             _vectorize_innermost(sch, sch.get_sblock(name), lanes)
+            if spec.num_cores > 1 and not _inside(sch, sch.get_sblock(name), tile_loop):
+                _parallelize_own_nest(sch, name, spec.num_cores)
         _localize_intermediates(sch, tile_loop)
         if register_tile is not None:
             _finish_contraction(sch, anchor_name, loops, lanes)
@@ -374,6 +377,27 @@ def _vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
     else:
         _, lane = sch.split(loops[-1], [extent // width, width])
         sch.vectorize(lane)
+
+
+def _parallelize_own_nest(sch: s_tir.Schedule, name: str, num_cores: int) -> None:
+    """A block left outside the tile loop (a consumer that cannot move, a reduction after the
+    anchor, a producer ``compute_at`` refused) keeps a loop nest of its own, which would run on
+    one core: fuse its leading serial spatial loops until they give every core work (four chunks
+    each, as the plain schedule does) and parallelise them."""
+    realize = _realize_of(sch, name)
+    reduce_values = [value for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+                     if iv.iter_type != 0]
+    leading, work = [], 1
+    for rv in sch.get_loops(sch.get_sblock(name)):
+        loop = sch.get(rv)
+        if (work >= 4 * num_cores or loop.kind != tirx.ForKind.SERIAL
+                or not isinstance(loop.extent, tirx.IntImm)
+                or any(uses_any(value, [loop.loop_var]) for value in reduce_values)):
+            break
+        leading.append(rv)
+        work *= int(loop.extent)
+    if work > 1 and leading and (len(leading) == 1 or try_primitive(sch.fuse, *leading)):
+        try_primitive(sch.parallel, sch.get_loops(sch.get_sblock(name))[0])
 
 
 def _localize_intermediates(sch: s_tir.Schedule, tile_loop) -> None:
