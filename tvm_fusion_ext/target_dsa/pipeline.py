@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 
 import tvm
-from tvm import relax, tirx
+import tvm_ffi
+from tvm import relax, s_tir, tirx
 
 from ..registration import register_pass
 from .kernel_model import kernel_model
@@ -61,9 +62,6 @@ class SeparateWideBuffers:
 def _separate_wide(func: tirx.PrimFunc) -> tirx.PrimFunc | None:
     """``func`` with its wide LB/GB buffers re-scoped (``set_scope`` on a writing block), or
     None when it has none."""
-    import tvm_ffi
-    from tvm import s_tir
-
     blocks = []
     tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)], order="pre")
     wide = {buf.name for block in blocks for buf in block.alloc_buffers

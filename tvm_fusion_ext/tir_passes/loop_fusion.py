@@ -52,6 +52,7 @@ from .analysis import (
     uses_any,
     vector_factor,
 )
+from .plain_schedule import CHUNKS_PER_CORE
 from .register_tile import RegisterTile, plan_register_tile
 from .rule_base import SpecScheduleRule
 
@@ -382,15 +383,15 @@ def _vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
 def _parallelize_own_nest(sch: s_tir.Schedule, name: str, num_cores: int) -> None:
     """A block left outside the tile loop (a consumer that cannot move, a reduction after the
     anchor, a producer ``compute_at`` refused) keeps a loop nest of its own, which would run on
-    one core: fuse its leading serial spatial loops until they give every core work (four chunks
-    each, as the plain schedule does) and parallelise them."""
+    one core: fuse its leading serial spatial loops until they give every core work
+    (:data:`.plain_schedule.CHUNKS_PER_CORE`, as the plain schedule does) and parallelise them."""
     realize = _realize_of(sch, name)
     reduce_values = [value for iv, value in zip(realize.block.iter_vars, realize.iter_values)
                      if iv.iter_type != 0]
     leading, work = [], 1
     for rv in sch.get_loops(sch.get_sblock(name)):
         loop = sch.get(rv)
-        if (work >= 4 * num_cores or loop.kind != tirx.ForKind.SERIAL
+        if (work >= CHUNKS_PER_CORE * num_cores or loop.kind != tirx.ForKind.SERIAL
                 or not isinstance(loop.extent, tirx.IntImm)
                 or any(uses_any(value, [loop.loop_var]) for value in reduce_values)):
             break

@@ -14,6 +14,9 @@ from ..hardware import HardwareSpec
 from .analysis import REDUCE, try_primitive, vector_factor
 from .rule_base import SpecScheduleRule
 
+# Parallel loops are fused until they hold this many chunks of work per core.
+CHUNKS_PER_CORE = 4
+
 
 class PlainSchedule(SpecScheduleRule):
     """Parallel outer spatial loops, vectorised inner spatial loop, per block. Blocks without
@@ -36,7 +39,7 @@ class PlainSchedule(SpecScheduleRule):
             leading = []
             work = 1
             for loop, extent, iv in zip(loops, extents, info.loop_iters):
-                if iv.iter_type == REDUCE or work >= 4 * spec.num_cores:
+                if iv.iter_type == REDUCE or work >= CHUNKS_PER_CORE * spec.num_cores:
                     break
                 leading.append(loop)
                 work *= extent
