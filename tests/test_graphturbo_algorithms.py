@@ -239,3 +239,21 @@ def test_split_maps_follow_reshape_transpose_and_reduction():
     assert split_maps(funcs["reshape"], 1) == [{0: (0, 0), 1: (2, 0)}]  # rows -> batch of x
     assert split_maps(funcs["transpose"], 1) == [{0: (0, 0), 1: (2, 0), 2: (1, 0)}]
     assert split_maps(funcs["softmax"], 1) == [{0: (0, 0), 1: (1, 0)}]  # not along the row
+
+
+def test_split_maps_of_a_data_dependent_index_read_the_whole_input():
+    """A gather whose index is itself a tensor element (ViT's class token, ``x[:, 0]`` with a 0-d
+    index) has no static bound: the whole indexed dimension is needed, and nothing crashes."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4, 5, 8), "float32"))
+    index = relax.Var("index", relax.TensorType((), "int64"))
+    with bb.function("main", [x, index]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.take(x, index, axis=1)))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    take = next(f for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc))
+    maps = split_maps(take, 2)
+    # output rows follow x's rows, output columns x's last dimension; x's gathered dimension
+    # (read whole, its index unknown) maps to no output dimension
+    assert maps[0] == {0: (0, 0), 1: (2, 0)}

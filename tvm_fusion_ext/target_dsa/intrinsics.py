@@ -110,13 +110,16 @@ def tensorize_contractions(sch: s_tir.Schedule, spec: DSASpec) -> s_tir.Schedule
 def tensorize_func(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
     """:func:`tensorize_contractions` over a whole PrimFunc, one fresh schedule per GEMM block
     (``Schedule.copy`` fails after a ``tensorize`` in functions holding several; block names
-    must be unique)."""
+    must be unique). The GEMM blocks are found in one walk first: a schedule of a stitched
+    sub-graph kernel is costly to create, so only GEMM blocks get one."""
     shape = spec.matrix_shape
     if shape is None:
         return func
-    from .schedule import _block_names
+    import tvm_ffi
 
-    for name in _block_names(s_tir.Schedule(func)):
+    realizes = []
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlockRealize, realizes.append)])
+    for name in [r.block.name_hint for r in realizes if _gemm_roles_of(r) is not None]:
         sch = s_tir.Schedule(func)
         rv = sch.get_sblock(name)
         roles = _gemm_roles(sch, rv)
@@ -127,7 +130,11 @@ def tensorize_func(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
 
 def _gemm_roles(sch, rv):
     """Loop vars feeding (i, j, k) of ``C[.., i, j] += A[.., i, k] * B[.., k, j]`` (float32)."""
-    realize = _realize(sch, rv)
+    return _gemm_roles_of(_realize(sch, rv))
+
+
+def _gemm_roles_of(realize):
+    """:func:`_gemm_roles` of one block realize."""
     block = realize.block
     body = block.body
     if not isinstance(body, tirx.BufferStore) or str(body.buffer.dtype) != "float32":

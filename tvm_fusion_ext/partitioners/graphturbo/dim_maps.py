@@ -89,7 +89,7 @@ def _needed(blocks, out, dim: int, length: int) -> dict[str, list[tuple[int, int
                 try:
                     span = analyzer.int_set(rng.min, sets)
                     lo, hi = int(span.min_value), int(span.max_value) + int(rng.extent) - 1
-                except (TypeError, ValueError, tvm.TVMError):
+                except (TypeError, ValueError, RuntimeError):
                     lo, hi = 0, ext - 1
                 bounds.append((max(0, lo), min(ext - 1, hi)))
             old = needed.get(read.source.name)
