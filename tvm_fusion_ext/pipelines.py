@@ -6,7 +6,9 @@ between two strategies compiled under the same scheduling policy::
 
     pre-processing   DecomposeOpsForInference, CanonicalizeBindings, LegalizeOps,
                      AnnotateTIROpPattern, FoldConstant
-    fusion           the strategy's passes (stock: FuseOps), then FuseTIR
+    fusion           the strategy's passes (stock: FuseOps), then FuseTIR and StmtSimplify
+                     (index expressions simplified with the block domains: the reshapes FuseTIR
+                     copies in keep ``(i // 768 + j) % 128``-style indices that block loop fusion)
     scheduling       the policy: "unscheduled" | "untuned" | "tuned"
     lowering         TVM's CPU dataflow-lowering and finalize passes
 
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import tvm
-from tvm import relax
+from tvm import relax, s_tir
 
 from .instrument import run_checked
 from .registration import register_relax_pipeline
@@ -132,7 +134,8 @@ def fusion_pipeline(name: str, target: tvm.target.Target | None = None) -> tvm.t
     return tvm.transform.Sequential(
         [_phase("preprocess", [*preprocess_passes(high), *extra]),
          _phase("fusion", strategy.fusion_passes(target)),
-         _phase("fuse_tir", [relax.transform.FuseTIR(), relax.transform.DeadCodeElimination()])],
+         _phase("fuse_tir", [relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
+                             s_tir.transform.StmtSimplify()])],
         name=f"tvm_fusion_ext.fusion.{name}",
     )
 

@@ -113,29 +113,59 @@ def analyze_blocks(sch: s_tir.Schedule, skip_loopless: bool = False
             continue
         if len(loops) != len(block.iter_vars):
             return None
-        by_var = {}
+        by_var, units = {}, []
         for iv, value in zip(block.iter_vars, realize.iter_values):
-            if not isinstance(value, tvm.ir.Var) or iv.iter_type not in (SPATIAL, REDUCE):
+            if iv.iter_type not in (SPATIAL, REDUCE):
                 return None
-            by_var[value] = iv
+            if isinstance(value, tvm.ir.Var):
+                by_var[value] = iv
+            elif isinstance(value, tirx.IntImm) and _is_one(iv.dom.extent):
+                units.append(iv)  # a unit axis whose loop variable a simplifier replaced by 0
+            else:
+                return None
         loop_iters, extents = [], []
         for loop in loops:
-            if loop.loop_var not in by_var or not isinstance(loop.extent, tirx.IntImm):
+            if not isinstance(loop.extent, tirx.IntImm) or int(loop.min) != 0 \
+                    or loop.kind != tirx.ForKind.SERIAL:
                 return None
-            if int(loop.min) != 0 or loop.kind != tirx.ForKind.SERIAL:
+            if loop.loop_var in by_var:
+                loop_iters.append(by_var[loop.loop_var])
+            elif int(loop.extent) == 1 and units:
+                loop_iters.append(units.pop(0))
+            else:
                 return None
-            loop_iters.append(by_var[loop.loop_var])
             extents.append(int(loop.extent))
         infos.append((rv, BlockInfo(block.name_hint, block, loop_iters, extents)))
     return infos
 
 
 def pick_anchor(infos: list[BlockInfo]) -> int:
-    """GraphTurbo section 4.1: the (last) conv / matmul block if there is one, else the last block."""
+    """GraphTurbo section 4.1: the (last) conv / matmul block if there is one, else the last block.
+
+    When blocks without a reduction follow the last block that reads a row-sized reduction
+    result (the normalisation of a layer norm or softmax, then a copy of it into a second output:
+    APOLLO section 4.2's stitched followers), that block is the anchor: its rows are the
+    reduction's, and the blocks after it are its consumers.
+    """
     for index in range(len(infos) - 1, -1, -1):
         if infos[index].is_contraction:
             return index
-    return len(infos) - 1
+    last = len(infos) - 1
+    if infos[last].is_reduction:
+        return last
+    row_sized = []  # reduction outputs and the same-shaped values computed from them
+    for index, info in enumerate(infos):
+        out = info.block.writes[0].source
+        reads_rows = [r.source for r in info.block.reads if any(r.source.same_as(b) for b in row_sized)]
+        if info.is_reduction or any(_same_shape(out, b) for b in reads_rows):
+            row_sized.append(out)
+        elif reads_rows and not any(i.is_reduction for i in infos[index + 1:]):
+            return index
+    return last
+
+
+def _same_shape(a, b) -> bool:
+    return [int(x) for x in a.shape] == [int(x) for x in b.shape]
 
 
 @dataclass(frozen=True)
@@ -312,3 +342,7 @@ def try_primitive(primitive, *args, **kwargs) -> bool:
         return True
     except s_tir.ScheduleError:
         return False
+
+
+def _is_one(expr) -> bool:
+    return isinstance(expr, tirx.IntImm) and int(expr) == 1

@@ -179,6 +179,9 @@ def _row_positions(anchor: BlockInfo, producers: list[BlockInfo]) -> list[int]:
             derived.append(info.block.writes[0].source)
     rows = []
     for pos, iv in enumerate(anchor.loop_iters):
+        if anchor.extents[pos] == 1:
+            rows.append(pos)  # a unit loop indexes nothing (its index may be simplified to 0)
+            continue
         indexes_all = all(
             any(uses_any(rg.min, [iv.var]) for rg in read.region)
             for read in anchor.operand_reads if any(read.source.same_as(d) for d in derived))
