@@ -43,6 +43,7 @@ def _infos(func):
     ("conv2d_bias_relu", "conv2d_nchw"), ("conv2d_7x7_bias_relu", "conv2d_nchw"),
     ("matmul_bias_gelu", "matmul"), ("matmul_nt_bias", "matmul"),
     ("softmax", "T_softmax_norm"), ("layer_norm", "T_layer_norm"), ("sum_divide", "T_divide"),
+    ("layer_norm_copy", "T_layer_norm"),  # the normalisation, not the copy after it
 ])
 def test_anchor_is_contraction_else_last_block(name, anchor):
     infos = _infos(getattr(fused, name))
@@ -132,6 +133,24 @@ def test_rows_become_one_loop_nest_with_scalar_intermediates():
         after = lowered_allocations(_schedule(name))
         reduced = {b: s for b, (s, _) in after.items() if "exp_local" not in b}
         assert all(math.prod(shape) == 1 for shape in reduced.values()), reduced
+
+
+def test_stitched_rows_take_their_copy_and_unit_axes_along():
+    """A layer norm whose unit axis a simplifier bound to 0, copied into a second output (APOLLO
+    memory stitching after StmtSimplify): one parallel row loop holds every block, each row's
+    statistics are scalars, and both outputs are right."""
+    func = _schedule("layer_norm_copy").with_attr("global_symbol", "main")
+    root = func.body.block.body
+    assert isinstance(root, tvm.tirx.For) and root.kind == tvm.tirx.ForKind.PARALLEL
+    reduced = {b: s for b, (s, _) in lowered_allocations(func).items() if "T_" not in b}
+    assert reduced and all(math.prod(shape) == 1 for shape in reduced.values()), reduced
+    lib = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    rng = np.random.default_rng(0)
+    x, g, b = (rng.uniform(0.1, 1.0, s).astype("float32") for s in ((1, 4, 32), (32,), (32,)))
+    norm, copy = tvm.runtime.empty((1, 4, 32), "float32"), tvm.runtime.empty((4, 32), "float32")
+    lib["main"](*[tvm.runtime.tensor(a) for a in (x, g, b)], norm, copy)
+    np.testing.assert_allclose(norm.numpy(), _layer_norm(x, g, b), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(copy.numpy(), _layer_norm(x, g, b)[0], rtol=1e-4, atol=1e-5)
 
 
 def test_declines_blocks_declaring_other_regions_than_they_access():

@@ -275,3 +275,51 @@ def conv2d_concat(x3: T.Buffer((T.int64(1), T.int64(2), T.int64(3), T.int64(3)),
             T.reads(conv2d_nchw_intermediate[v_ax0, v_ax1, v_ax2, v_ax3 - T.int64(4)])
             T.writes(T_concat_intermediate[v_ax0, v_ax1, v_ax2, v_ax3])
             T_concat_intermediate[v_ax0, v_ax1, v_ax2, v_ax3] = T.if_then_else(T.int64(4) <= v_ax3, conv2d_nchw_intermediate[v_ax0, v_ax1, v_ax2, v_ax3 - T.int64(4)], T.if_then_else(T.int64(2) <= v_ax3, conv2d_nchw_intermediate[v_ax0, v_ax1, v_ax2, v_ax3 - T.int64(2)], conv2d_nchw_intermediate[v_ax0, v_ax1, v_ax2, v_ax3]))
+
+
+@T.prim_func(s_tir=True)
+def layer_norm_copy(x: T.Buffer((T.int64(1), T.int64(4), T.int64(32)), "float32"), g: T.Buffer((T.int64(32),), "float32"), b: T.Buffer((T.int64(32),), "float32"), T_layer_norm: T.Buffer((T.int64(1), T.int64(4), T.int64(32)), "float32"), T_reshape: T.Buffer((T.int64(4), T.int64(32)), "float32")):
+    # APOLLO's stitched layer norm after StmtSimplify: unit axes bound to 0, and the layer norm
+    # copied into a second output (a reshape dropping the unit axis).
+    T.func_attr({"tirx.noalias": True})
+    x_sum = T.sblock_alloc_buffer((T.int64(1), T.int64(4)))
+    x_mean = T.sblock_alloc_buffer((T.int64(1), T.int64(4)))
+    x_var_sum = T.sblock_alloc_buffer((T.int64(1), T.int64(4)))
+    for ax0, ax1, k2 in T.grid(T.int64(1), T.int64(4), T.int64(32)):
+        with T.sblock("x_sum"):
+            v_ax0 = T.axis.spatial(T.int64(1), T.int64(0))
+            v_ax1, v_k2 = T.axis.remap("SR", [ax1, k2])
+            T.reads(x[T.int64(0), v_ax1, v_k2])
+            T.writes(x_sum[T.int64(0), v_ax1])
+            with T.init():
+                x_sum[T.int64(0), v_ax1] = T.float32(0.0)
+            x_sum[T.int64(0), v_ax1] = x_sum[T.int64(0), v_ax1] + x[T.int64(0), v_ax1, v_k2]
+    for ax0, ax1 in T.grid(T.int64(1), T.int64(4)):
+        with T.sblock("x_mean"):
+            v_ax0 = T.axis.spatial(T.int64(1), T.int64(0))
+            v_ax1 = T.axis.spatial(T.int64(4), ax1)
+            T.reads(x_sum[T.int64(0), v_ax1])
+            T.writes(x_mean[T.int64(0), v_ax1])
+            x_mean[T.int64(0), v_ax1] = x_sum[T.int64(0), v_ax1] / T.float32(32.0)
+    for ax0, ax1, k2 in T.grid(T.int64(1), T.int64(4), T.int64(32)):
+        with T.sblock("x_var_sum"):
+            v_ax0 = T.axis.spatial(T.int64(1), T.int64(0))
+            v_ax1, v_k2 = T.axis.remap("SR", [ax1, k2])
+            T.reads(x[T.int64(0), v_ax1, v_k2], x_mean[T.int64(0), v_ax1])
+            T.writes(x_var_sum[T.int64(0), v_ax1])
+            with T.init():
+                x_var_sum[T.int64(0), v_ax1] = T.float32(0.0)
+            x_var_sum[T.int64(0), v_ax1] = x_var_sum[T.int64(0), v_ax1] + (x[T.int64(0), v_ax1, v_k2] - x_mean[T.int64(0), v_ax1]) * (x[T.int64(0), v_ax1, v_k2] - x_mean[T.int64(0), v_ax1])
+    for ax0, ax1, ax2 in T.grid(T.int64(1), T.int64(4), T.int64(32)):
+        with T.sblock("T_layer_norm"):
+            v_ax0 = T.axis.spatial(T.int64(1), T.int64(0))
+            v_ax1, v_ax2 = T.axis.remap("SS", [ax1, ax2])
+            T.reads(x[T.int64(0), v_ax1, v_ax2], x_mean[T.int64(0), v_ax1], x_var_sum[T.int64(0), v_ax1], g[v_ax2], b[v_ax2])
+            T.writes(T_layer_norm[T.int64(0), v_ax1, v_ax2])
+            T_layer_norm[T.int64(0), v_ax1, v_ax2] = (x[T.int64(0), v_ax1, v_ax2] - x_mean[T.int64(0), v_ax1]) * T.rsqrt(x_var_sum[T.int64(0), v_ax1] / T.float32(32.0) + T.float32(1.0000000000000001e-05)) * g[v_ax2] + b[v_ax2]
+    for ax0, ax1 in T.grid(T.int64(4), T.int64(32)):
+        with T.sblock("T_reshape"):
+            v_ax0, v_ax1 = T.axis.remap("SS", [ax0, ax1])
+            T.reads(T_layer_norm[T.int64(0), v_ax0, v_ax1])
+            T.writes(T_reshape[v_ax0, v_ax1])
+            T_reshape[v_ax0, v_ax1] = T_layer_norm[T.int64(0), v_ax0, v_ax1]
