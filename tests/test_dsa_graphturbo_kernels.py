@@ -6,6 +6,8 @@ LB, the weight is promoted DDR -> GB once per cluster and GB -> LB per piece. Ev
 derived in the comments from docs/dsa.md's model.
 """
 
+from dataclasses import replace
+
 import pytest
 import tvm
 import tvm_ffi
@@ -185,3 +187,48 @@ def test_a_0d_output_has_no_pieces_and_takes_the_layer_form():
     with pytest.raises(gen.Unsupported, match="0-d"):
         gen.stage_subgraph(total, SPEC, plan, {})
     assert gen.schedule_subgraph(total, SPEC, plan).form == "layers"
+
+
+def _two_layer_mlp(m: int, k: int, n: int):
+    """y = relu(x @ w1) @ w2 with x [m, k], w1 [k, n], w2 [n, n]."""
+
+    @T.prim_func(s_tir=True)
+    def func(x: T.Buffer((m, k), "float32"), w1: T.Buffer((k, n), "float32"),
+             w2: T.Buffer((n, n), "float32"), y: T.Buffer((m, n), "float32")):
+        h = T.sblock_alloc_buffer((m, n))
+        r = T.sblock_alloc_buffer((m, n))
+        for i, j, kk in T.grid(m, n, k):
+            with T.sblock("mm"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, kk])
+                with T.init():
+                    h[vi, vj] = T.float32(0)
+                h[vi, vj] = h[vi, vj] + x[vi, vk] * w1[vk, vj]
+        for i, j in T.grid(m, n):
+            with T.sblock("relu"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                r[vi, vj] = T.max(h[vi, vj], T.float32(0))
+        for i, j, kk in T.grid(m, n, n):
+            with T.sblock("mm2"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, kk])
+                with T.init():
+                    y[vi, vj] = T.float32(0)
+                y[vi, vj] = y[vi, vj] + r[vi, vk] * w2[vk, vj]
+
+    return func
+
+
+def test_no_fig15_optimisation_makes_a_kernel_slower():
+    """Staged for double buffering (section 4.4), this MLP's tiles get half the LB for their
+    operands and re-read the weights more often than the overlap repays: every candidate staged
+    that way is slower than the kernel without instruction scheduling. The full variant keeps
+    that kernel then, so Fig. 15's bars never go down on it (gb >= lb >= instances >= full)."""
+    func = _two_layer_mlp(512, 256, 256)
+    plan = SubgraphPlan(dim=0, instances=8, binding=(8, 1), output_shape=(512, 256))
+    chosen = {name: gen.schedule_subgraph(func, SPEC, replace(plan, options=options))
+              for name, options in VARIANTS.items()}
+    assert all(staged.fits for staged in chosen.values())
+    cycles = [chosen[name].cycles for name in ("gb", "lb", "instances", "full")]
+    assert cycles == sorted(cycles, reverse=True)
+    overlapped = [c for c in gen._candidates(gen.unique_buffer_names(func), SPEC, plan)
+                  if c is not None and c.fits]
+    assert overlapped and min(c.cycles for c in overlapped) > chosen["instances"].cycles
