@@ -9,7 +9,8 @@ between two strategies compiled under the same scheduling policy::
     fusion           the strategy's passes (stock: FuseOps), then FuseTIR and StmtSimplify
                      (index expressions simplified with the block domains: the reshapes FuseTIR
                      copies in keep ``(i // 768 + j) % 128``-style indices that block loop fusion)
-    scheduling       the policy: "unscheduled" | "untuned" | "tuned"
+    scheduling       the policy: "unscheduled" | "untuned" | "tuned" (the last two end with
+                     VectorErf: float32 erf as a vectorisable polynomial on CPUs)
     lowering         TVM's CPU dataflow-lowering and finalize passes
 
 Strategies register themselves with :func:`register_fusion`; each one is then reachable as
@@ -110,8 +111,9 @@ def schedule_passes(target: tvm.target.Target, policy: str) -> list:
         return [relax.transform.MetaScheduleApplyDatabase(enable_warning=False),
                 *schedule_passes(target, "untuned")]
     from .tir_passes.default_schedule import default_schedule_pass
+    from .tir_passes.vector_erf import VectorErf
 
-    return [default_schedule_pass(target)]
+    return [default_schedule_pass(target), VectorErf()]
 
 
 def lowering_passes(target: tvm.target.Target) -> list:

@@ -235,9 +235,12 @@ def _tile_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile
     ``[tiles] [reduction blocks] [micro-kernels] [reduction in a block] [rows] [vectors, lanes]``."""
     rv = sch.get_sblock(anchor.name)
     added_consumers = []
+    if not any(anchor.block.writes[0].source.same_as(b) for b in _intermediate_buffers(sch)):
+        # The accumulators go to a local tile, copied out after the reduction: accumulating in a
+        # function output, LLVM cannot keep them in registers (the parallel closure that holds
+        # the loop drops the parameters' noalias), and reloads them every reduction step.
+        added_consumers.append(sch.get(sch.cache_write(rv, 0, "local")).name_hint)
     if plan.transposed:
-        if not any(anchor.block.writes[0].source.same_as(b) for b in _intermediate_buffers(sch)):
-            added_consumers.append(sch.get(sch.cache_write(rv, 0, "local")).name_hint)
         sch.transform_layout(rv, ("write", 0), _blocked(anchor.block.writes[0], anchor, plan))
     packs = []
     for index in plan.packed:
