@@ -49,7 +49,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--policy", default="untuned", choices=("unscheduled", "untuned", "tuned"))
     parser.add_argument("--target", default="llvm")
     parser.add_argument("--threads", type=int, default=None, help="default: every logical CPU")
-    parser.add_argument("--runs", type=int, default=20, help="timed runs per row (at least)")
+    parser.add_argument("--runs", type=int, default=20, help="timed runs per row and round (at least)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="timing rounds, rows in turn; a row's latency is its median round")
     parser.add_argument("--kernels-only", action="store_true",
                         help="kernels and boundary bytes only: no compile, no timing")
     parser.add_argument("--json", default=os.path.join(ROOT, "docs", "benchmarks", "apollo_ablation.json"),
@@ -127,7 +129,8 @@ def main(argv=None) -> int:
             report = {"model": case, "rows": kernel_rows(workload, args.fusion, args.target)}
         else:
             result = compare(workload, args.fusion, target=args.target, policy=args.policy,
-                             threads=args.threads, min_runs=args.runs, progress=False)
+                             threads=args.threads, min_runs=args.runs, progress=False,
+                             rounds=args.rounds)
             machine = result.machine
             report = result.to_json()
         report["args"] = zoo.parse_model_args(case, assignments)

@@ -235,11 +235,14 @@ class Row:
     speedup_vs_stock: float | None = None
     # On a DSA target: the simulator's profile (target_dsa.profile); latency_ms is its time_ms.
     dsa: dict | None = None
+    # With several timing rounds: each round's median (latency_ms is their median).
+    latency_rounds_ms: list[float] | None = None
 
     def to_json(self) -> dict:
         row = asdict(self)
-        if row["dsa"] is None:
-            del row["dsa"]
+        for key in ("dsa", "latency_rounds_ms"):
+            if row[key] is None:
+                del row[key]
         return row
 
 
@@ -316,8 +319,12 @@ def parse_target(text: str | dict | tvm.target.Target) -> tvm.target.Target:
 
 def compare(workload: Workload, fusions: list[str], target="llvm", policy: str = "untuned",
             threads: int | None = None, min_runs: int = 20, warmup: int = 3, trials_per_task: int = 32,
-            work_dir: str | None = None, progress: bool | None = None) -> Report:
-    """Measure every strategy in ``fusions`` (plus reference rows) on ``workload``."""
+            work_dir: str | None = None, progress: bool | None = None, rounds: int = 1) -> Report:
+    """Measure every strategy in ``fusions`` (plus reference rows) on ``workload``.
+
+    The rows are timed ``rounds`` times in turn (round-robin), and each row's latency is the
+    median of its round medians, so that drift on a shared machine hits every row alike.
+    """
     from tqdm import tqdm
 
     fusions = parse_fusions(fusions)
@@ -337,11 +344,17 @@ def compare(workload: Workload, fusions: list[str], target="llvm", policy: str =
             runners[name] = _onnxruntime_row(workload, threads)
         else:
             runners[name] = _tvm_row(workload, name, target, policy, trials_per_task, work_dir)
+    samples: dict[str, list[float]] = {name: [] for name in fusions}
+    for _ in tqdm(range(max(rounds, 1)), desc="time", unit="round", disable=disable, leave=False):
+        for name in fusions:
+            fn, row = runners[name]
+            if row.dsa is None:
+                samples[name].append(measure_latency_ms(fn, warmup=warmup, min_runs=min_runs))
     rows = []
-    for name in tqdm(fusions, desc="time", unit="row", disable=disable, leave=False):
-        fn, row = runners[name]
-        row.latency_ms = (row.dsa["time_ms"] if row.dsa is not None
-                          else measure_latency_ms(fn, warmup=warmup, min_runs=min_runs))
+    for name in fusions:
+        row = runners[name][1]
+        row.latency_ms = row.dsa["time_ms"] if row.dsa is not None else statistics.median(samples[name])
+        row.latency_rounds_ms = [round(v, 4) for v in samples[name]] if len(samples[name]) > 1 else None
         rows.append(row)
     stock = next((row.latency_ms for row in rows if row.fusion == "stock"), None)
     for row in rows:
