@@ -18,6 +18,7 @@ import tvm
 import tvm_ffi
 from tvm import relax, s_tir, tirx
 
+from ..ir_utils import with_functions
 from ..registration import register_pass
 from .kernel_model import kernel_model
 from .schedule import GB, LB, DSASchedule
@@ -53,10 +54,7 @@ class SeparateWideBuffers:
                 moved = _separate_wide(func)
                 if moved is not None:
                     updates[gvar] = moved
-        mod = mod.clone() if updates else mod  # never modify the caller's module in place
-        for gvar, func in updates.items():
-            mod[gvar] = func
-        return mod
+        return with_functions(mod, updates)
 
 
 def _separate_wide(func: tirx.PrimFunc) -> tirx.PrimFunc | None:
@@ -90,10 +88,7 @@ class AnnotateKernelModel:
             if isinstance(func, tirx.PrimFunc):
                 model = kernel_model(func, gvar.name_hint)
                 updates[gvar] = func.with_attr(MODEL_ATTR, json.dumps(model, sort_keys=True))
-        mod = mod.clone() if updates else mod  # never modify the caller's module in place
-        for gvar, func in updates.items():
-            mod[gvar] = func
-        return mod
+        return with_functions(mod, updates)
 
 
 def schedule_passes(target: tvm.target.Target, policy: str) -> list:

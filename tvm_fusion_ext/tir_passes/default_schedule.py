@@ -21,6 +21,7 @@ import tvm
 from tvm import tirx
 
 from ..hardware import HardwareSpec, spec_for_target
+from ..ir_utils import with_functions
 from ..registration import register_pass
 from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
@@ -58,10 +59,7 @@ class DefaultSchedule:
             self.stats[rule_name] += 1
             if sch is not None:
                 updates[gvar] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
-        mod = mod.clone() if updates else mod  # never modify the caller's module in place
-        for gvar, func in updates.items():
-            mod[gvar] = func
-        return mod
+        return with_functions(mod, updates)
 
     def _target_of(self, func: tirx.PrimFunc) -> tvm.target.Target:
         attr = func.attrs.get("target") if func.attrs is not None else None

@@ -15,6 +15,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..ir_utils import with_functions
 from ..registration import register_pass
 
 # Coefficients of fast_erf_float_expr (src/tirx/op/op.cc): odd numerator, even denominator.
@@ -57,10 +58,7 @@ class VectorErf:
                 rewritten = tvm_ffi.structural_map(func, [(tvm.ir.Call, _rewrite)])
                 if not rewritten.same_as(func):
                     updates[gvar] = rewritten
-        mod = mod.clone() if updates else mod  # never modify the caller's module in place
-        for gvar, func in updates.items():
-            mod[gvar] = func
-        return mod
+        return with_functions(mod, updates)
 
 
 def _rewrite(call):
