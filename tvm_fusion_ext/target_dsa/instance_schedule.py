@@ -65,6 +65,8 @@ MAX_PIECE_TRIALS = 2
 ON_CHIP_TOLERANCE = 1.1
 # Largest divisors tried per tiled loop of an anchor.
 MAX_TILE_OPTIONS = 8
+# Cheapest tiles of a layer staged, in the layer-bound form, until one's allocated LB fits.
+MAX_LAYER_TILE_TRIALS = 4
 # The loop over clusters that wraps the weight promotions (:func:`_promote_per_cluster`).
 _CLUSTER_LOOP = "cluster"
 _LOG = logging.getLogger(__name__)
@@ -283,12 +285,13 @@ def _chunk_loops(sch: s_tir.Schedule, rv, staged: set[str], spec: DSASpec, budge
 
 
 class _LoopNest:
-    """The loops of block ``rv`` below its first ``depth`` loops, as a tiling problem: its two
-    outermost spatial loops (a GEMM's last two, in multiples of the matrix unit) and its outer
-    reduction loop are ``tiled``; :meth:`best` picks tile sizes by a cost, :meth:`split` applies
-    them."""
+    """The loops of block ``rv`` below its first ``depth`` loops, as a tiling problem: its
+    ``outer`` outermost spatial loops (a GEMM's last two, in multiples of the matrix unit, and
+    with ``batches`` its batch loops too) and its outer reduction loop are ``tiled``;
+    :meth:`best` picks tile sizes by a cost, :meth:`split` applies them."""
 
-    def __init__(self, sch: s_tir.Schedule, rv, depth: int, spec: DSASpec):
+    def __init__(self, sch: s_tir.Schedule, rv, depth: int, spec: DSASpec, batches: bool = False,
+                 outer: int = 2):
         self.sch, self.rv, self.depth = sch, rv, depth
         realize = _realize(sch, rv)
         self.block = realize.block
@@ -303,7 +306,11 @@ class _LoopNest:
         spatial = [v for v in self.order if v in self.feeds and self.feeds[v][1] == 0
                    and self.extent[v] > 1]
         self.matrix = spec.matrix_shape if _gemm_like(self.block) else None
-        self.spatial = spatial[-2:] if self.matrix is not None else spatial[:2]
+        self.spatial_loops = len(spatial)
+        if self.matrix is None:
+            self.spatial = spatial[:outer]
+        else:  # with ``batches`` a batched GEMM's batch loops too (else a tile holds all batches)
+            self.spatial = spatial if batches else spatial[-2:]
         self.reduce = [v for v in self.order if v in self.feeds and self.feeds[v][1] == 2
                        and self.extent[v] > 1][:1]
         self.tiled = self.spatial + self.reduce
@@ -315,16 +322,30 @@ class _LoopNest:
     def best(self, cost) -> dict[str, int]:
         """The tile of least ``cost(tile)`` (None: infeasible); if none is feasible, the
         smallest tile tried."""
-        shape = None if self.matrix is None else (
-            *self.matrix[2 - len(self.spatial):2], *self.matrix[2:][:len(self.reduce)])
-        choices = _tile_choices([self.extent[v] for v in self.tiled], shape)
-        best = None
-        for sizes in choices:
+        ranked = self.ranked(cost)
+        if ranked:
+            return ranked[0]
+        return dict(zip(self.tiled, min(self.choices(), key=math.prod)))
+
+    def choices(self) -> list[tuple[int, ...]]:
+        """Tile sizes per tiled loop (:func:`_tile_choices`); a GEMM's batch loops take any
+        divisor, its last two spatial loops and its reduction multiples of the matrix unit."""
+        shape = None
+        if self.matrix is not None:
+            gemm = self.matrix[max(0, 2 - len(self.spatial)):2]
+            shape = ((1,) * (len(self.spatial) - len(gemm)) + tuple(gemm)
+                     + tuple(self.matrix[2:][:len(self.reduce)]))
+        return _tile_choices([self.extent[v] for v in self.tiled], shape)
+
+    def ranked(self, cost) -> list[dict[str, int]]:
+        """The feasible tiles (``cost`` not None), cheapest first."""
+        scored = []
+        for sizes in self.choices():
             tile = dict(zip(self.tiled, sizes))
             value = cost(tile)
-            if value is not None and (best is None or value < best[0]):
-                best = (value, tile)
-        return best[1] if best is not None else dict(zip(self.tiled, min(choices, key=math.prod)))
+            if value is not None:
+                scored.append((value, -math.prod(sizes), sizes, tile))
+        return [item[-1] for item in sorted(scored, key=lambda item: item[:3])]
 
     def split(self, tile: dict[str, int], keep_spatial: bool = False) -> tuple[list, list]:
         """Split the tiled loops by ``tile`` (spatial loops even when whole with
@@ -435,7 +456,7 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     _promote_anchor_weights(sch, params, spec.gb_bytes - gb_peak, depth)
     for rv in layers:
         if len(sch.get_loops(rv)) > depth:
-            _tile_layer(sch, rv, spec, depth, plan.options.instruction_scheduling)
+            sch = _tile_layer(sch, rv, spec, depth, plan.options.instruction_scheduling)
     return _promote_per_cluster(_tensorize(sch.mod["main"], spec), spec)
 
 
@@ -479,27 +500,59 @@ def _layer_scopes(sch, spec: DSASpec) -> tuple[dict[str, str], int]:
     return {writer[n]: GB if level == "GB" else DDR for n, level in placed.level.items()}, peak
 
 
-def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool) -> None:
-    """One layer as one phase: its outer spatial loops tiled and fused into a loop over tiles
-    bound to every core, its reduction chunked, every operand outside LB staged per chunk and its
-    output written back per tile. Tile sizes minimise the phase's cycles as the simulator counts
-    them (loads, MACs on the unit the block uses, stores; double buffering) among those whose
-    buffers fit LB."""
-    loops = _LoopNest(sch, rv, depth, spec)
+def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int,
+                double: bool) -> s_tir.Schedule:
+    """One layer as one phase: its outer spatial loops (all of a batched GEMM's; more than two
+    where one row of the inner ones exceeds LB) tiled and fused
+    into a loop over tiles bound to every core, its reduction chunked, every operand outside LB
+    staged per chunk and its output written back per tile. Tile sizes minimise the phase's cycles
+    as the simulator counts them (loads, MACs on the unit the block uses - the matrix unit for
+    GEMM-shaped tiles -, stores; double buffering) among those whose buffers fit LB. The
+    estimate's regions are exact per block variable, but the buffers TVM allocates are bounded
+    through the fused tile loop (a reshape's ``(t * 32 + i) // 128`` spans two rows to it), so
+    the cheapest :data:`MAX_LAYER_TILE_TRIALS` tiles are staged on copies of ``sch`` and the first
+    whose allocated LB fits is returned; :class:`Unsupported` if none does."""
+    loops = _LoopNest(sch, rv, depth, spec, batches=True)
     if not loops.spatial:
-        return
+        return sch
+    ranked = loops.ranked(_layer_cost(loops, spec, double))
+    outer = len(loops.spatial)
+    while not ranked and loops.matrix is None and outer < loops.spatial_loops:
+        outer += 1  # rows too large for LB: tile one more spatial loop
+        loops = _LoopNest(sch, rv, depth, spec, outer=outer)
+        ranked = loops.ranked(_layer_cost(loops, spec, double))
+    for tile in ranked[:MAX_LAYER_TILE_TRIALS]:
+        trial = sch.copy()
+        _stage_layer_tile(trial, rv, spec, depth, double, tile, outer)
+        footprint = kernel_model(trial.mod["main"])["footprint"]
+        if footprint["lb_live_double_buffered" if double else "lb_live"] <= spec.lb_bytes:
+            return trial
+    raise Unsupported(f"no tile of layer {loops.block.name_hint} fits LB")
+
+
+def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
+    """Simulated cycles of the phase of :func:`_tile_layer` per tile size (None: its buffers
+    do not fit LB)."""
     block = loops.block
     reads = [(_Span(r), r.source.scope()) for r in block.reads if r.source.scope() != LB
              and not r.source.same_as(block.writes[0].source)]
     out = _Span(block.writes[0])
+    out_level = _level(block.writes[0].source.scope())
     iterations = math.prod(loops.extent.values())
-    unit = spec.unit_for("vmac" if _is_reduction(block) else "vector")
     lat = spec.dma_latency_cycles
+    gemm = loops.matrix is not None and spec.matrix_shape is not None
+    unit = spec.unit_for("vmac" if _is_reduction(block) else "vector")
+    matrix = spec.unit_for("matrix") if gemm else unit
 
     def rate(level: str, active: int):
         if level == "ddr":
             return spec.bytes_per_cycle("ddr") / active
         return spec.bytes_per_cycle("gb") / min(active, spec.cores_per_cluster)
+
+    def on_matrix(tile: dict[str, int]) -> bool:
+        dims = [*loops.spatial[-2:], *loops.reduce]
+        shape = [*spec.matrix_shape[2 - len(loops.spatial[-2:]):2], *spec.matrix_shape[2:][:len(loops.reduce)]]
+        return all(tile[v] % m == 0 for v, m in zip(dims, shape))
 
     def cost(tile: dict[str, int]):
         dom = loops.dom(tile)
@@ -512,16 +565,27 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool
         active = min(tiles, spec.num_cores)
         per_core = math.ceil(tiles / spec.num_cores)
         load = chunks * sum(b / rate(level, active) + lat for b, level in staged)
-        store = out_bytes / rate(_level(block.writes[0].source.scope()), active) + lat
-        compute = iterations / tiles / unit.ops_per_cycle
+        store = out_bytes / rate(out_level, active) + lat
+        runs_on = matrix if gemm and on_matrix(tile) else unit
+        compute = iterations / tiles / runs_on.ops_per_cycle
         if double and per_core > 1:
             return load + compute + store + (per_core - 1) * max(load, compute, store)
         return per_core * (load + compute + store)
 
-    spatial, reduce = loops.split(loops.best(cost), keep_spatial=True)
+    return cost
+
+
+def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool,
+                      tile: dict[str, int], outer: int) -> None:
+    """Apply one tile of :func:`_tile_layer` (over ``outer`` spatial loops) to ``sch``."""
+    loops = _LoopNest(sch, rv, depth, spec, batches=True, outer=outer)
+    block = loops.block
+    staged = sorted({r.source.name for r in block.reads if r.source.scope() != LB
+                     and not r.source.same_as(block.writes[0].source)})
+    spatial, reduce = loops.split(tile, keep_spatial=True)
     tile_loop = sch.fuse(*spatial) if len(spatial) > 1 else spatial[0]
     inner = (reduce or [tile_loop])[-1]
-    for name in sorted({span.buffer.name for span, _ in reads}):
+    for name in staged:
         copy = sch.cache_read(rv, _read_index(sch, rv, name), LB, consumer_blocks=[rv])
         if not _try(sch.compute_at, copy, inner, preserve_unit_loops=True):
             raise Unsupported(f"operand {name} of {block.name_hint} cannot be staged per tile")
@@ -581,7 +645,7 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     (:func:`_overlapped`), is one more candidate. Among the candidates that fit LB
     and GB, the fastest is kept unless one within :data:`ON_CHIP_TOLERANCE` of its cycles
     allocates fewer DDR buffers: GraphTurbo keeps tensors on chip when that costs (nearly)
-    nothing.
+    nothing. A sub-graph none of whose candidates fits is declined (:class:`Unsupported`).
     """
     key = (tvm_ffi.structural_hash(func), plan.to_json(), spec)
     if key in _CHOSEN:
@@ -603,7 +667,9 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     candidates = [c for c in candidates if c is not None]
     if not candidates:
         raise Unsupported("no kernel form could be staged")
-    fitting = [c for c in candidates if c.fits] or candidates
+    fitting = [c for c in candidates if c.fits]
+    if not fitting:  # a kernel that does not fit cannot run: DSASchedule stages it per kernel
+        raise Unsupported("no candidate kernel fits LB and GB")
     if bound is not None:
         fitting = [c for c in fitting if c.cycles <= bound]
     fastest = min(c.cycles for c in fitting)
