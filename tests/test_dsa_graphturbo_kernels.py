@@ -114,6 +114,16 @@ def test_instance_loop_repeats_the_layers():
                if e.get("unit_kind") in ("matrix", "vmac"))
     assert macs == 64 * 32 * 32  # nothing recomputed across the 4 instances
     assert sum(TILE in (lp.annotations or {}) for lp in loops) >= 2
+    # The matrix unit's accumulator is initialised in the tile loop updating it, not in a loop
+    # over all tiles of the instance before it (its LB buffer would hold the whole output).
+    tiles = [{b.name_hint for b in _blocks(lp.body)} for lp in loops if TILE in (lp.annotations or {})]
+    assert any({"mm_init", "mm_update_o"} <= names for names in tiles)
+
+
+def _blocks(stmt) -> list:
+    found = []
+    tvm_ffi.structural_walk(stmt, [(s_tir.SBlock, found.append)])
+    return found
 
 
 @pytest.mark.parametrize("splits", [{0: 3}, {1: 5}])

@@ -17,7 +17,7 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
-from .kernel_model import MATRIX_CALL_PREFIX
+from .kernel_model import MATRIX_CALL_PREFIX, TILE
 from .spec import DSASpec
 
 _LOG = logging.getLogger(__name__)
@@ -190,8 +190,11 @@ def _tensorize_one(sch, rv, roles, shape) -> bool:
             parts[role] = sch.split(inner[role], [extent // size, size])
         sch.reorder(parts["i"][0], parts["j"][0], parts["k"][0], parts["i"][1], parts["j"][1],
                     parts["k"][1])
-        # Initialise the accumulator once per tile: below the tile loop, above any K chunk loop.
-        sch.decompose_reduction(rv, sch.get_loops(rv)[1])
+        # Initialise the accumulator once per tile: below the tile loop (the first loop, or the
+        # one annotated as such below an instance loop), above any K chunk loop.
+        loops = sch.get_loops(rv)
+        tiles = [p for p, lp in enumerate(loops) if TILE in (sch.get(lp).annotations or {})]
+        sch.decompose_reduction(rv, loops[(tiles[-1] if tiles else 0) + 1])
         sch.tensorize(parts["i"][1], register_matrix_intrin(shape))
         return True
     except (s_tir.ScheduleError, ValueError, RuntimeError) as err:
