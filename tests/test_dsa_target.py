@@ -46,3 +46,27 @@ def test_bad_spec_is_rejected():
     data["units"] = [{"name": "mme", "kind": "matrix", "ops_per_cycle": 8}]
     with pytest.raises(ValueError, match="matrix_shape"):
         DSASpec.from_dict(data)
+
+
+def test_a_kernel_tvm_cannot_stage_is_declined_not_a_crash():
+    """DLRM's embedding gathers at batch 1024: compute_at fails an internal TVM check
+    (InverseAffineIterMap, a RuntimeError) while staging ``take``; DSASchedule leaves those
+    kernels unstaged and schedules the rest, instead of failing the compile."""
+    from tvm import tirx
+
+    from tvm_fusion_ext import zoo
+    from tvm_fusion_ext.pipelines import fusion_pipeline
+    from tvm_fusion_ext.target_dsa.schedule import DSASchedule
+    from tvm_fusion_ext.target_dsa.target import spec_of_target
+
+    mod = zoo.load("dlrm", zoo.parse_model_args("dlrm", ["batch=1024"])).relax("torch")
+    target = tvm.target.Target("dsa/stcp920")
+    with target:
+        fused = fusion_pipeline("stock", target)(mod)
+    takes = tvm.IRModule({gv: f for gv, f in fused.functions_items()
+                          if isinstance(f, tirx.PrimFunc) and gv.name_hint in ("take1", "take2")})
+    assert len(takes.functions) == 2
+    schedule = DSASchedule(spec_of_target(target))
+    out = schedule(takes)
+    assert schedule.stats["declined"] == 2
+    assert all(not (f.attrs and f.attrs.get("tirx.is_scheduled")) for _, f in out.functions_items())

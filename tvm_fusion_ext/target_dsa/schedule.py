@@ -250,7 +250,9 @@ class DSASchedule:
             try:
                 decisions = default_decisions(func, self.spec)
                 sch, _, _ = evaluate(func, self.spec, decisions)
-            except (Decline, s_tir.ScheduleError, ValueError) as err:
+            except (Decline, s_tir.ScheduleError, ValueError, RuntimeError) as err:
+                # RuntimeError: a failed internal check of a TVM primitive (e.g. compute_at's
+                # InverseAffineIterMap on DLRM's batch-1024 gathers); the kernel runs unstaged
                 _LOG.info("DSA schedule declined %s: %s", gvar.name_hint, err)
                 self.stats["declined"] += 1
                 continue
