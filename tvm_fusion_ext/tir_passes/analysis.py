@@ -106,7 +106,7 @@ def analyze_blocks(sch: s_tir.Schedule, skip_loopless: bool = False
     for rv in children:
         block = sch.get(rv)
         realize = realizes[block.name_hint]
-        if not _is_true(realize.predicate) or block.match_buffers or len(block.writes) != 1:
+        if not is_const_one(realize.predicate) or block.match_buffers or len(block.writes) != 1:
             return None
         loops = [sch.get(lp) for lp in sch.get_loops(rv)]
         if skip_loopless and not loops and all(isinstance(v, tirx.IntImm) for v in realize.iter_values):
@@ -119,7 +119,7 @@ def analyze_blocks(sch: s_tir.Schedule, skip_loopless: bool = False
                 return None
             if isinstance(value, tvm.ir.Var):
                 by_var[value] = iv
-            elif isinstance(value, tirx.IntImm) and _is_one(iv.dom.extent):
+            elif isinstance(value, tirx.IntImm) and is_const_one(iv.dom.extent):
                 units.append(iv)  # a unit axis whose loop variable a simplifier replaced by 0
             else:
                 return None
@@ -282,7 +282,8 @@ def _has_select(stmt) -> bool:
     return bool(found)
 
 
-def _is_true(expr) -> bool:
+def is_const_one(expr) -> bool:
+    """``expr`` is the integer constant 1 (a true predicate, a unit extent, a unit stride)."""
     return isinstance(expr, tirx.IntImm) and int(expr) == 1
 
 
@@ -342,7 +343,3 @@ def try_primitive(primitive, *args, **kwargs) -> bool:
         return True
     except s_tir.ScheduleError:
         return False
-
-
-def _is_one(expr) -> bool:
-    return isinstance(expr, tirx.IntImm) and int(expr) == 1

@@ -40,10 +40,10 @@ import itertools
 import math
 from dataclasses import dataclass, field, replace
 
-from tvm import sym, tirx
+from tvm import sym
 
 from ..hardware import HardwareSpec
-from .analysis import Access, BlockInfo, accesses, uses_any
+from .analysis import Access, BlockInfo, accesses, is_const_one, uses_any
 
 # At most this many spatial tile shapes are scored; longer candidate lists are thinned.
 _MAX_TILE_SHAPES = 4096
@@ -152,12 +152,8 @@ def _walk(region, var) -> str | None:
     index = region.region[dims[0]].min
     if dims[0] == len(region.region) - 1:
         coeffs = sym.detect_linear_equation(index, [var])
-        return "contiguous" if len(coeffs) == 2 and _is_one(coeffs[0]) else None
+        return "contiguous" if len(coeffs) == 2 and is_const_one(coeffs[0]) else None
     return "packed" if index.same_as(var) else None
-
-
-def _is_one(expr) -> bool:
-    return isinstance(expr, tirx.IntImm) and int(expr) == 1
 
 
 def _reduce_block(info: BlockInfo, access: list[Access], micro: RegisterTile, budget: int) -> dict[int, int]:
