@@ -290,7 +290,6 @@ def test_a_subgraph_without_a_fitting_kernel_is_declined(monkeypatch):
     fitting = gen.schedule_subgraph(mlp, SPEC, plan)
     assert fitting.fits
     monkeypatch.setattr(gen, "_CHOSEN", {})
-    monkeypatch.setattr(schedule, "_SUBGRAPH_CACHE", {})
     monkeypatch.setattr(gen, "_candidates", lambda *args: [replace(fitting, fits=False), None])
     with pytest.raises(gen.Unsupported, match="fits"):
         gen.schedule_subgraph(mlp, SPEC, plan)

@@ -70,7 +70,8 @@ MAX_LAYER_TILE_TRIALS = 4
 # The loop over clusters that wraps the weight promotions (:func:`_promote_per_cluster`).
 _CLUSTER_LOOP = "cluster"
 _LOG = logging.getLogger(__name__)
-_CHOSEN: dict = {}  # (structural hash, plan JSON, spec) -> the kernel schedule_subgraph chose
+# (structural hash, plan JSON, spec) -> the kernel schedule_subgraph chose, or why it declined
+_CHOSEN: dict = {}
 
 
 class Unsupported(Exception):
@@ -648,8 +649,18 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     nothing. A sub-graph none of whose candidates fits is declined (:class:`Unsupported`).
     """
     key = (tvm_ffi.structural_hash(func), plan.to_json(), spec)
-    if key in _CHOSEN:
-        return _CHOSEN[key]
+    if key not in _CHOSEN:
+        try:
+            _CHOSEN[key] = _choose(func, spec, plan)
+        except (Unsupported, s_tir.ScheduleError, ValueError) as err:
+            _CHOSEN[key] = err  # a declined sub-graph is declined again without staging
+    if isinstance(_CHOSEN[key], Exception):
+        raise _CHOSEN[key]
+    return _CHOSEN[key]
+
+
+def _choose(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) -> Staged:
+    """:func:`schedule_subgraph` without the memo."""
     candidates = _candidates(unique_buffer_names(func), spec, plan)
     bound = None
     lesser = _lesser(plan.options)
@@ -674,8 +685,7 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
         fitting = [c for c in fitting if c.cycles <= bound]
     fastest = min(c.cycles for c in fitting)
     near = [c for c in fitting if c.cycles <= ON_CHIP_TOLERANCE * fastest]
-    _CHOSEN[key] = min(near, key=lambda c: (c.model["buffers"]["ddr"], c.cycles))
-    return _CHOSEN[key]
+    return min(near, key=lambda c: (c.model["buffers"]["ddr"], c.cycles))
 
 
 def _lesser(options: KernelOptions) -> KernelOptions | None:

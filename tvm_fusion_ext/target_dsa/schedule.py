@@ -264,25 +264,17 @@ class DSASchedule:
         return mod
 
 
-_SUBGRAPH_CACHE: dict[tuple, tirx.PrimFunc | None] = {}
-
-
 def subgraph_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str) -> tirx.PrimFunc | None:
-    """GraphTurbo's kernel for a planned sub-graph (memoised per kernel, plan and spec), or None
-    when the kernel generator declines it."""
-    import tvm_ffi
-
+    """GraphTurbo's kernel for a planned sub-graph (memoised per kernel, plan and spec by
+    :func:`.instance_schedule.schedule_subgraph`), or None when the kernel generator declines it."""
     from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
     from .instance_schedule import Unsupported, schedule_subgraph
 
-    key = (tvm_ffi.structural_hash(func), plan_json, spec)
-    if key not in _SUBGRAPH_CACHE:
-        try:
-            _SUBGRAPH_CACHE[key] = schedule_subgraph(func, spec, SubgraphPlan.from_json(plan_json)).func
-        except (Unsupported, s_tir.ScheduleError, ValueError) as err:
-            _LOG.info("GraphTurbo kernel generation declined: %s", err)
-            _SUBGRAPH_CACHE[key] = None
-    return _SUBGRAPH_CACHE[key]
+    try:
+        return schedule_subgraph(func, spec, SubgraphPlan.from_json(plan_json)).func
+    except (Unsupported, s_tir.ScheduleError, ValueError) as err:
+        _LOG.info("GraphTurbo kernel generation declined: %s", err)
+        return None
 
 
 # ---- helpers ------------------------------------------------------------------------------
