@@ -8,6 +8,7 @@ derived in the comments from docs/dsa.md's model.
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import tvm
 import tvm_ffi
@@ -16,8 +17,9 @@ from tvm.script import tirx as T
 
 from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import VARIANTS, SubgraphPlan
 from tvm_fusion_ext.target_dsa import instance_schedule as gen
+from tvm_fusion_ext.target_dsa import register_dsa_target
 from tvm_fusion_ext.target_dsa.kernel_model import INSTANCES, TILE, kernel_model
-from tvm_fusion_ext.target_dsa.simulator import fits, simulate
+from tvm_fusion_ext.target_dsa.simulator import fits, kernel_cycles, simulate
 from tvm_fusion_ext.target_dsa.spec import PRESETS
 
 SPEC = PRESETS["stcp920"]
@@ -107,8 +109,9 @@ def test_instance_loop_repeats_the_layers():
     tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)], order="pre")
     assert any(INSTANCES in (lp.annotations or {}) and int(lp.extent) == 4 for lp in loops)
     model = kernel_model(func)
-    promote = [p for p in model["phases"] if p["cores"] == SPEC.clusters]
+    promote = [p for p in model["phases"] if "repeat" not in p]
     repeated = [p for p in model["phases"] if p.get("repeat") == 4]
+    assert len(promote) == 1 and promote[0]["cores"] == SPEC.clusters  # the weight, once
     assert len(promote) + len(repeated) == len(model["phases"])  # the rest runs per instance
     macs = sum(p["repeat"] * p["instances"] * e["ops"] for p in repeated for e in p["events"]
                if e.get("unit_kind") in ("matrix", "vmac"))
@@ -294,3 +297,52 @@ def test_a_subgraph_without_a_fitting_kernel_is_declined(monkeypatch):
     with pytest.raises(gen.Unsupported, match="fits"):
         gen.schedule_subgraph(mlp, SPEC, plan)
     assert schedule.subgraph_kernel(mlp, SPEC, plan.to_json()) is None
+
+
+def test_gemm_epilogue_runs_in_its_tile_and_activations_are_prefetched_per_instance():
+    """Section 4.1 in the layer form: relu runs in x @ w's tile, so x @ w only ever lives in LB;
+    x (the GEMM's activation) is promoted DDR -> GB per instance by every cluster, and with
+    instruction scheduling (section 4.4) the next instance's promotion overlaps this one's tiles:
+    its GB slice counts twice and the kernel is faster than with the instances run back to back."""
+    func = gen.stage_layers(mlp, SPEC, PLAN, instances=4)
+    scopes = _scopes(func)
+    assert "global" not in scopes.values() and scopes["x_global.dsa_gb"] == "global.dsa_gb"
+    loops = []
+    tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)], order="pre")
+    tiles = [{b.name_hint for b in _blocks(lp.body)} for lp in loops
+             if TILE in (lp.annotations or {}) and int(lp.annotations["dsa.cores"]) == SPEC.num_cores]
+    assert len(tiles) == 1 and {"mm_update_o", "relu"} <= tiles[0]
+    model = kernel_model(func)
+    prefetch = [p for p in model["phases"] if p.get("prefetch")]
+    # Per instance and cluster: 16 rows of x (16 * 32 * 4 B), DDR -> GB, on the 4 clusters.
+    assert [(p["instances"], p["cores"], p["repeat"]) for p in prefetch] == [(4, SPEC.clusters, 4)]
+    assert prefetch[0]["events"] == [{"kind": "dma", "src": "ddr", "dst": "gb", "bytes": 2048,
+                                      "transfers": 1}]
+    assert model["footprint"]["gb_live"] == 32 * 32 * 4 + 2 * 2048  # w, and x double buffered
+    serial = {**model, "phases": [{k: v for k, v in p.items() if k not in ("overlap_group", "prefetch")}
+                                  for p in model["phases"]]}
+    assert kernel_cycles(model, SPEC) < kernel_cycles(serial, SPEC)
+
+
+def test_a_weight_larger_than_gb_is_split_across_the_clusters():
+    """A weight whose promotion does not fit GB whole is split along its output columns, one
+    slice per cluster (``global.dsa_gb.slice4``, a quarter of its bytes in each GB); each
+    cluster's tiles read only their slice, and the kernel computes the same numbers."""
+    spec = replace(SPEC, gb_bytes=24000)
+    func = _two_layer_mlp(64, 32, 128)
+    plan = SubgraphPlan(dim=0, instances=4, binding=(8, 1), output_shape=(64, 128))
+    staged = gen.stage_layers(func, spec, plan, instances=4)
+    assert _scopes(staged)["w1_global.dsa_gb.slice4"] == "global.dsa_gb.slice4"
+    model = kernel_model(staged)
+    promote = model["phases"][0]
+    assert (promote["instances"], promote["cores"]) == (4, 4)
+    assert promote["events"][0]["bytes"] == 32 * 128 * 4 // 4  # one slice per cluster
+    assert model["buffers"]["ddr"] == 1 and fits(model, spec, reuse=True)
+    target = register_dsa_target("stcp920-gb24k", spec)
+    lib = tvm.compile(tvm.IRModule({"main": staged}), target=target)
+    rng = np.random.default_rng(0)
+    x, w1, w2 = (rng.uniform(-1, 1, shape).astype("float32")
+                 for shape in ((64, 32), (32, 128), (128, 128)))
+    y = tvm.runtime.tensor(np.zeros((64, 128), "float32"))
+    lib["main"](*(tvm.runtime.tensor(a) for a in (x, w1, w2)), y)
+    np.testing.assert_allclose(y.numpy(), np.maximum(x @ w1, 0) @ w2, rtol=1e-5, atol=1e-5)

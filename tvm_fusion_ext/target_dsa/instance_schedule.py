@@ -49,7 +49,8 @@ from tvm import s_tir, tirx
 from ..partitioners.graphturbo.kernel_plan import KernelOptions, SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate
 from ..partitioners.graphturbo.split_info import MAX_RECOMPUTE_RATIO
-from .kernel_model import CORES, DOUBLE_BUFFER, INSTANCES, TILE, _compact, kernel_model
+from .kernel_model import (CORES, DOUBLE_BUFFER, INSTANCES, TILE, _compact, gb_slices, kernel_model,
+                           level_of, sliced_scope)
 from .simulator import fits, kernel_cycles
 from .spec import DSASpec
 
@@ -426,11 +427,17 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     dimension (annotated ``dsa.instances``), each block is one phase tiled over the cores
     (:func:`_tile_layer`), its operands staged into LB per tile; layer outputs are exchanged
     through GB (Algorithm 4 sends an output to GB when producer and consumer bindings differ, as
-    they do here), spilled to DDR by liveness when the live ones exceed GB (section 4.3)."""
+    they do here), spilled to DDR by liveness when the live ones exceed GB (section 4.3).
+    Weights are promoted to GB (:func:`_promote_anchor_weights`), and a GEMM's activation
+    operands still in DDR are promoted per instance (:func:`_promote_gemm_activations`); with
+    instruction scheduling the instance loop is double buffered, the next instance's promotions
+    overlapping this one's layers (section 4.4)."""
     sch = s_tir.Schedule(func)
     _inline_elementwise(sch)
     params = {p.name for p in sch.mod["main"].params}
     depth = 0
+    outer = None
+    double = plan.options.instruction_scheduling
     if instances > 1:
         outputs = [rv for rv in _block_rvs(sch) if any(w.source.name in params
                                                         for w in sch.get(rv).writes)]
@@ -449,33 +456,97 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
             if not inside:
                 raise Unsupported(f"block {sch.get(rv).name_hint} stays outside the instances")
         sch.annotate(outer, INSTANCES, 1)
+        sch.annotate(outer, DOUBLE_BUFFER, int(double))
         depth = 1
     scopes, gb_peak = _layer_scopes(sch, spec)
     for name, scope in scopes.items():
         sch.set_scope(sch.get_sblock(name), 0, scope)
-    layers = _block_rvs(sch)  # the promotions below stay at the root
-    _promote_anchor_weights(sch, params, spec.gb_bytes - gb_peak, depth)
+    layers = _block_rvs(sch)  # the promotions below stay outside the layers' tiles
+    budget = _promote_anchor_weights(sch, params, spec.gb_bytes - gb_peak, depth, spec)
+    if outer is not None:
+        sch = _promote_gemm_activations(sch, layers, outer, budget, instances, double)
     for rv in layers:
-        if len(sch.get_loops(rv)) > depth:
-            sch = _tile_layer(sch, rv, spec, depth, plan.options.instruction_scheduling)
+        if len(sch.get_loops(rv)) > depth and not _tiled(sch, rv):
+            sch = _tile_layer(sch, rv, spec, depth, double, plan.options.stitch)
     return _promote_per_cluster(_tensorize(sch.mod["main"], spec), spec)
 
 
-def _promote_anchor_weights(sch, params: set[str], budget: int, depth: int) -> None:
+def _promote_anchor_weights(sch, params: set[str], budget: int, depth: int,
+                            spec: DSASpec) -> int:
     """Weight promotion in the layer-bound form (section 4.1): the parameters an anchor reads
     whole in every instance (its tiles read them again and again) are copied DDR -> GB once
-    before the instances, in order of use while they fit ``budget``."""
+    before the instances, in order of use while they fit ``budget``. A weight larger than that
+    is split across the clusters' GBs along the output dimension its anchor indexes
+    (:func:`_slice_dim`), each cluster promoting and reading only its slice, when one slice fits.
+    Returns the GB budget left."""
     realizes = _realizes(sch.mod["main"])
     for pname, names in _param_readers(realizes, params).items():
         block = sch.get_sblock(names[0])
-        buf = sch.get(block).reads[_read_index(sch, block, pname)].source
-        if not _is_reduction(realizes[names[0]].block) or _buffer_bytes(buf) > budget:
+        index = _read_index(sch, block, pname)
+        buf = sch.get(block).reads[index].source
+        if not _is_reduction(realizes[names[0]].block):
             continue
         if depth and any(_depends_on(realizes[n], pname, sch.get(sch.get_loops(sch.get_sblock(n))[0]).loop_var)
                          for n in names):
             continue  # an activation: each instance reads its own slice
-        budget -= _buffer_bytes(buf)
-        sch.cache_read(block, _read_index(sch, block, pname), GB)
+        size = _buffer_bytes(buf)
+        if size <= budget:
+            budget -= size
+            sch.cache_read(block, index, GB)
+            continue
+        dim = _slice_dim(realizes[names[0]].block, pname, spec.clusters)
+        slice_bytes = size // spec.clusters
+        if dim is None or len(names) > 1 or slice_bytes > budget or buf.dtype.bits > 32:
+            continue
+        budget -= slice_bytes
+        copy = sch.cache_read(block, index, sliced_scope(spec.clusters))
+        loops = sch.get_loops(copy)
+        part, rest = sch.split(loops[dim], [spec.clusters, int(buf.shape[dim]) // spec.clusters])
+        sch.reorder(part, *[lp for lp in sch.get_loops(copy) if not _same(sch, lp, part)])
+        sch.annotate(part, TILE, 1)
+        sch.annotate(part, CORES, spec.clusters)
+        sch.annotate(part, DOUBLE_BUFFER, 0)
+    return budget
+
+
+def _slice_dim(block, name: str, clusters: int) -> int | None:
+    """The dimension of weight ``name`` to split across ``clusters``: the last one the anchor
+    ``block`` indexes with a spatial variable (a GEMM weight's output columns), if ``clusters``
+    divides it."""
+    spatial = {iv.var.name for iv in block.iter_vars if iv.iter_type == 0}
+    region = next(r for r in block.reads if r.source.name == name)
+    dims = [d for d, rng in enumerate(region.region)
+            if any(v.name in spatial for v in _vars(rng.min))
+            and int(region.source.shape[d]) % clusters == 0]
+    return dims[-1] if dims else None
+
+
+def _promote_gemm_activations(sch: s_tir.Schedule, layers: list, outer, budget: int,
+                              instances: int, double: bool) -> s_tir.Schedule:
+    """Activation promotion per instance (sections 3.3 and 4.1): a GEMM-shaped layer's operands
+    still in DDR (inputs, spilled layer outputs) that move with the instance are copied DDR -> GB
+    at the start of each instance, while one instance's slices (twice that with the instance loop
+    double buffered) fit ``budget``; every cluster fills its own GB with them
+    (:func:`_promote_per_cluster`). Returns the schedule (a copy when a promotion was applied)."""
+    instance_var = sch.get(outer).loop_var
+    for rv in layers:
+        realize = _realize(sch, rv)
+        if not _gemm_like(realize.block):
+            continue
+        written = realize.block.writes[0].source
+        for region in realize.block.reads:
+            buf = region.source
+            if _level(buf.scope()) != "ddr" or buf.same_as(written) \
+                    or not _depends_on(realize, buf.name, instance_var):
+                continue
+            size = _buffer_bytes(buf) // instances * (2 if double else 1)
+            if size > budget:
+                continue
+            trial = sch.copy()
+            copy = trial.cache_read(rv, _read_index(trial, rv, buf.name), GB, consumer_blocks=[rv])
+            if _try(trial.compute_at, copy, outer, preserve_unit_loops=True):
+                sch, budget = trial, budget - size
+    return sch
 
 
 def _layer_scopes(sch, spec: DSASpec) -> tuple[dict[str, str], int]:
@@ -502,7 +573,7 @@ def _layer_scopes(sch, spec: DSASpec) -> tuple[dict[str, str], int]:
 
 
 def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int,
-                double: bool) -> s_tir.Schedule:
+                double: bool, stitch: bool = False) -> s_tir.Schedule:
     """One layer as one phase: its outer spatial loops (all of a batched GEMM's; more than two
     where one row of the inner ones exceeds LB) tiled and fused
     into a loop over tiles bound to every core, its reduction chunked, every operand outside LB
@@ -512,7 +583,8 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int,
     estimate's regions are exact per block variable, but the buffers TVM allocates are bounded
     through the fused tile loop (a reshape's ``(t * 32 + i) // 128`` spans two rows to it), so
     the cheapest :data:`MAX_LAYER_TILE_TRIALS` tiles are staged on copies of ``sch`` and the first
-    whose allocated LB fits is returned; :class:`Unsupported` if none does."""
+    whose allocated LB fits is returned; :class:`Unsupported` if none does. With buffer stitching
+    (``stitch``) a GEMM's epilogue runs in its tile (:func:`_epilogue`) where that still fits."""
     loops = _LoopNest(sch, rv, depth, spec, batches=True)
     if not loops.spatial:
         return sch
@@ -522,13 +594,32 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int,
         outer += 1  # rows too large for LB: tile one more spatial loop
         loops = _LoopNest(sch, rv, depth, spec, outer=outer)
         ranked = loops.ranked(_layer_cost(loops, spec, double))
+    epilogue = _epilogue(sch, rv) if stitch and loops.matrix is not None else None
     for tile in ranked[:MAX_LAYER_TILE_TRIALS]:
-        trial = sch.copy()
-        _stage_layer_tile(trial, rv, spec, depth, double, tile, outer)
-        footprint = kernel_model(trial.mod["main"])["footprint"]
-        if footprint["lb_live_double_buffered" if double else "lb_live"] <= spec.lb_bytes:
-            return trial
+        for fused in ([epilogue, None] if epilogue is not None else [None]):
+            trial = sch.copy()
+            _stage_layer_tile(trial, rv, spec, depth, double, tile, outer, fused)
+            footprint = kernel_model(trial.mod["main"])["footprint"]
+            if footprint["lb_live_double_buffered" if double else "lb_live"] <= spec.lb_bytes:
+                return trial
     raise Unsupported(f"no tile of layer {loops.block.name_hint} fits LB")
+
+
+def _tiled(sch: s_tir.Schedule, rv) -> bool:
+    """Whether block ``rv`` already runs inside a tile loop (an epilogue fused into its GEMM)."""
+    return any(TILE in dict(sch.get(lp).annotations or {}) for lp in sch.get_loops(rv))
+
+
+def _epilogue(sch: s_tir.Schedule, rv):
+    """The element-wise layer that alone consumes GEMM ``rv``'s layer output (bias, activation,
+    residual add: section 4.1's loop fusion around an anchor), or None."""
+    written = sch.get(rv).writes[0].source
+    if written.name in {p.name for p in sch.mod["main"].params}:
+        return None
+    consumers = sch.get_consumers(rv)
+    if len(consumers) != 1 or _is_reduction(sch.get(consumers[0])):
+        return None
+    return consumers[0]
 
 
 def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
@@ -555,7 +646,11 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
         shape = [*spec.matrix_shape[2 - len(loops.spatial[-2:]):2], *spec.matrix_shape[2:][:len(loops.reduce)]]
         return all(tile[v] % m == 0 for v, m in zip(dims, shape))
 
+    sliced = _sliced_loops(loops)
+
     def cost(tile: dict[str, int]):
+        if any((loops.extent[v] // tile[v]) % k for v, k in sliced.items()):
+            return None  # each cluster's tiles read one slice of a sliced weight
         dom = loops.dom(tile)
         staged = [(span.bytes(dom), _level(scope)) for span, scope in reads]
         out_bytes = out.bytes(dom)
@@ -577,19 +672,37 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
 
 
 def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool,
-                      tile: dict[str, int], outer: int) -> None:
-    """Apply one tile of :func:`_tile_layer` (over ``outer`` spatial loops) to ``sch``."""
+                      tile: dict[str, int], outer: int, epilogue=None) -> None:
+    """Apply one tile of :func:`_tile_layer` (over ``outer`` spatial loops) to ``sch``; an
+    ``epilogue`` (:func:`_epilogue`) runs in the same tile on the GEMM's output kept in LB, and
+    only the epilogue's output is written back."""
     loops = _LoopNest(sch, rv, depth, spec, batches=True, outer=outer)
     block = loops.block
     staged = sorted({r.source.name for r in block.reads if r.source.scope() != LB
                      and not r.source.same_as(block.writes[0].source)})
     spatial, reduce = loops.split(tile, keep_spatial=True)
+    for var, slices in _sliced_loops(loops).items():  # one cluster's tiles first, then the next's
+        k = loops.spatial.index(var)
+        part, rest = sch.split(spatial[k], [slices, None])
+        if k:
+            sch.reorder(part, *spatial[:k])
+        spatial = [part, *spatial[:k], rest, *spatial[k + 1:]]
     tile_loop = sch.fuse(*spatial) if len(spatial) > 1 else spatial[0]
     inner = (reduce or [tile_loop])[-1]
     for name in staged:
         copy = sch.cache_read(rv, _read_index(sch, rv, name), LB, consumer_blocks=[rv])
         if not _try(sch.compute_at, copy, inner, preserve_unit_loops=True):
             raise Unsupported(f"operand {name} of {block.name_hint} cannot be staged per tile")
+    if epilogue is not None and _try(sch.reverse_compute_at, epilogue, tile_loop,
+                                     preserve_unit_loops=True):
+        sch.set_scope(rv, 0, LB)
+        written = sch.get(epilogue).writes[0].source
+        for region in sch.get(epilogue).reads:
+            if region.source.scope() != LB and not region.source.same_as(written):
+                copy = sch.cache_read(epilogue, _read_index(sch, epilogue, region.source.name), LB,
+                                      consumer_blocks=[epilogue])
+                sch.compute_at(copy, tile_loop, preserve_unit_loops=True)
+        rv = epilogue
     write = sch.cache_write(rv, 0, LB)
     _try(sch.reverse_compute_at, write, tile_loop, preserve_unit_loops=True)
     sch.annotate(tile_loop, TILE, 1)
@@ -597,27 +710,69 @@ def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double
     sch.annotate(tile_loop, DOUBLE_BUFFER, int(double))
 
 
+def _sliced_loops(loops: _LoopNest) -> dict[str, int]:
+    """Tiled spatial loops of ``loops.block`` that index a weight sliced across clusters
+    (:func:`_promote_anchor_weights`), with the number of slices."""
+    out = {}
+    for region in loops.block.reads:
+        slices = gb_slices(region.source.scope())
+        dim = _slice_dim(loops.block, region.source.name, slices) if slices > 1 else None
+        if dim is None:
+            continue
+        names = {v.name for v in _vars(region.region[dim].min)}
+        out.update({v: slices for v in loops.spatial if loops.feeds[v][0] in names})
+    return out
+
+
 def _level(scope: str) -> str:
-    return "gb" if scope == GB else "ddr"
+    """``gb`` for a GB scope (sliced or not), else ``ddr`` (what an LB-staged operand is read from)."""
+    return "gb" if level_of(scope) == "gb" else "ddr"
 
 
 def _promote_per_cluster(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
-    """Wrap the weight promotions (root-level DDR -> GB copies) in one loop over the clusters,
-    annotated ``dsa.tile`` on ``clusters`` cores: every cluster fills its own GB (the copies are
-    idempotent on the host), and the simulator charges each cluster's DDR traffic."""
+    """Wrap the promotions (DDR -> GB copies) in loops over the clusters, annotated ``dsa.tile``
+    on ``clusters`` cores: every cluster fills its own GB (the copies are idempotent on the host),
+    and the simulator charges each cluster's DDR traffic. The weight promotions at the root go
+    first, in one loop; those inside an instance loop stay where they are."""
     root = func.body.block
     stmts = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
     promote = [s for s in stmts if _is_promotion(s)]
-    if not promote:
+    rest = [_promote_in_instances(s, spec) for s in stmts if not _is_promotion(s)]
+    if promote:
+        rest.insert(0, _cluster_loop(promote, spec))
+    if all(a.same_as(b) for a, b in zip(rest, stmts)) and len(rest) == len(stmts):
         return func
-    rest = [s for s in stmts if not _is_promotion(s)]
-    loop = tirx.For(tvm.ir.Var(_CLUSTER_LOOP, "int32"), 0, spec.clusters, tirx.ForKind.SERIAL,
-                    tirx.SeqStmt(promote) if len(promote) > 1 else promote[0],
-                    annotations={TILE: 1, CORES: spec.clusters, DOUBLE_BUFFER: 0})
     new_root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint,
-                            tirx.SeqStmt([loop, *rest]), root.init, root.alloc_buffers,
-                            root.match_buffers, root.annotations)
+                            tirx.SeqStmt(rest) if len(rest) > 1 else rest[0], root.init,
+                            root.alloc_buffers, root.match_buffers, root.annotations)
     return func.with_body(s_tir.SBlockRealize(func.body.iter_values, func.body.predicate, new_root))
+
+
+def _cluster_loop(stmts: list, spec: DSASpec) -> tirx.For:
+    return tirx.For(tvm.ir.Var(_CLUSTER_LOOP, "int32"), 0, spec.clusters, tirx.ForKind.SERIAL,
+                    tirx.SeqStmt(stmts) if len(stmts) > 1 else stmts[0],
+                    annotations={TILE: 1, CORES: spec.clusters, DOUBLE_BUFFER: 0})
+
+
+def _promote_in_instances(stmt, spec: DSASpec):
+    """``stmt`` with each run of promotions in a ``dsa.instances`` loop's body wrapped in place."""
+    if not (isinstance(stmt, tirx.For) and INSTANCES in dict(stmt.annotations or {})
+            and isinstance(stmt.body, tirx.SeqStmt)):
+        return stmt
+    body, run = [], []
+    for child in [*stmt.body.seq, None]:
+        if child is not None and _is_promotion(child):
+            run.append(child)
+            continue
+        if run:
+            body.append(_cluster_loop(run, spec))
+            run = []
+        if child is not None:
+            body.append(child)
+    if len(body) == len(stmt.body.seq) and all(a.same_as(b) for a, b in zip(body, stmt.body.seq)):
+        return stmt
+    return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, tirx.SeqStmt(body),
+                    stmt.thread_binding, stmt.annotations, stmt.step)
 
 
 def _is_promotion(stmt) -> bool:

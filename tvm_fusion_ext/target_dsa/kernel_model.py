@@ -12,7 +12,11 @@ A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1,
 * a loop annotated ``dsa.tile`` spreads its iterations (tiles) over ``dsa.cores`` cores; with
   ``dsa.double_buffer`` the DMA of one tile overlaps the compute of another (section 4.4);
 * a top-level loop annotated ``dsa.instances`` runs its body once per sub-graph instance
-  (GraphTurbo section 3.3): each statement of its body is a phase repeated that many times.
+  (GraphTurbo section 3.3): each statement of its body is a phase repeated that many times; with
+  ``dsa.double_buffer`` its *prefetch* phases (DMA into GB only) for the next instance overlap
+  the other phases of this one (section 4.4), and the GB buffers they fill count twice;
+* a buffer in scope ``global.dsa_gb.slice<k>`` is split across ``k`` clusters: each cluster's GB
+  holds one slice (``1/k`` of its bytes), filled and read only by that cluster's tiles.
 
 :func:`kernel_model` returns, per top-level statement (a *phase*), the tile count and the events
 of one tile, plus the buffers per scope (DDR: the outputs it writes and the DDR buffers it
@@ -34,6 +38,7 @@ CORES = "dsa.cores"
 DOUBLE_BUFFER = "dsa.double_buffer"
 INSTANCES = "dsa.instances"
 MATRIX_CALL_PREFIX = "dsa_mme_gemm"
+GB_SLICE_SCOPE = "global.dsa_gb.slice"
 
 _ARITH = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod,
           tirx.Min, tirx.Max, tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.And,
@@ -49,6 +54,17 @@ def level_of(scope: str) -> str:
     if scope.startswith(("local", "shared", "warp")):
         return "lb"
     return "ddr"
+
+
+def sliced_scope(slices: int) -> str:
+    """The GB scope of a buffer split across ``slices`` clusters (module docstring)."""
+    return f"{GB_SLICE_SCOPE}{slices}"
+
+
+def gb_slices(scope: str) -> int:
+    """Into how many cluster slices a buffer of ``scope`` is split (1 unless sliced)."""
+    suffix = scope[len(GB_SLICE_SCOPE):] if scope.startswith(GB_SLICE_SCOPE) else ""
+    return int(suffix) if suffix.isdigit() else 1
 
 
 def kernel_model(func: tirx.PrimFunc, name: str = "main") -> dict:
@@ -85,8 +101,9 @@ def _compact(func: tirx.PrimFunc) -> tirx.PrimFunc:
 
 
 class _Phase:
-    def __init__(self, repeat: int = 1):
+    def __init__(self, repeat: int = 1, group=None):
         self.repeat = repeat
+        self.group = group
         self.instances = 1
         self.cores = 1
         self.double_buffer = False
@@ -102,7 +119,16 @@ class _Phase:
                "double_buffer": self.double_buffer, "events": list(self.events.values())}
         if self.repeat != 1:
             out["repeat"] = self.repeat
+        if self.group is not None and self.group[1]:
+            out["overlap_group"] = self.group[0]
+            out["prefetch"] = self.prefetch
         return out
+
+    @property
+    def prefetch(self) -> bool:
+        """Only DMA into GB: what an overlapped instance loop fetches ahead (section 4.4)."""
+        return bool(self.events) and all(e["kind"] == "dma" and e["dst"] == "gb"
+                                         for e in self.events.values())
 
 
 class _Walker:
@@ -117,6 +143,9 @@ class _Walker:
         self.gb_buffers: dict = {}  # allocated outside tile loops
         self.tile_gb_buffers: dict = {}
         self.touched: list[list] = []  # LB / per-tile GB buffers each leaf touches, in order
+        self.groups = 0  # instance loops seen
+        self.prefetched: set = set()  # GB buffers filled ahead by overlapped instance loops
+        self._phase_writes: set = set()
 
     def run(self, func: tirx.PrimFunc) -> None:
         body = func.body
@@ -125,37 +154,46 @@ class _Walker:
         if root is not None:
             self._alloc(root, in_tile=False)
             stmts = _seq(root.body)
-        for stmt, repeat in self._phase_stmts(stmts, 1):
-            phase = _Phase(repeat)
+        for stmt, repeat, group in self._phase_stmts(stmts, 1, None):
+            phase = _Phase(repeat, group)
+            self._phase_writes = set()
             self._walk(stmt, phase, trip=1, seq_trip=1, in_tile=False)
             if phase.events:
                 self.phases.append(phase.as_dict())
+                if group is not None and group[1] and phase.prefetch:
+                    self.prefetched |= {b for b in self._phase_writes if b in self.gb_buffers}
         self.footprint["lb_db"] = sum(
             size * (2 if key in self.dma_destinations else 1) for key, size in self.lb_buffers.items())
         self.footprint["lb_live"] = self._live_peak(self.lb_buffers, double=False)
         self.footprint["lb_live_db"] = self._live_peak(self.lb_buffers, double=True)
-        self.footprint["gb_live"] = self._live_peak(self.gb_buffers, double=False)
+        self.footprint["gb_live"] = self._live_peak(self.gb_buffers, double=True,
+                                                    doubled=self.prefetched)
         self.footprint["gb_tile_live"] = self._live_peak(self.tile_gb_buffers, double=False)
 
-    def _phase_stmts(self, stmts, repeat: int):
-        """Top-level statements with their repeat count; a ``dsa.instances`` loop contributes the
-        statements of its body (through blocks that only allocate), repeated ``extent`` times."""
+    def _phase_stmts(self, stmts, repeat: int, group):
+        """Top-level statements with their repeat count and instance loop ``(id, overlapped)``; a
+        ``dsa.instances`` loop contributes the statements of its body (through blocks that only
+        allocate), repeated ``extent`` times."""
         for stmt in stmts:
             annotations = dict(stmt.annotations) if isinstance(stmt, tirx.For) and \
                 stmt.annotations is not None else {}
             if INSTANCES not in annotations:
-                yield stmt, repeat
+                yield stmt, repeat, group
                 continue
+            self.groups += 1
+            group = (self.groups, bool(int(annotations.get(DOUBLE_BUFFER, 0))))
             body = stmt.body
             while isinstance(body, s_tir.SBlockRealize) and _has_child_block(body.block.body):
                 self._alloc(body.block, in_tile=False)
                 body = body.block.body
-            yield from self._phase_stmts(_seq(body), repeat * _int(stmt.extent))
+            yield from self._phase_stmts(_seq(body), repeat * _int(stmt.extent), group)
 
-    def _live_peak(self, buffers: dict, double: bool) -> int:
+    def _live_peak(self, buffers: dict, double: bool, doubled: set | None = None) -> int:
         """Peak bytes of ``buffers`` when each occupies memory only from the first to the last
         leaf block touching it, in program order (GraphTurbo section 4.3's release after last
-        use); DMA destinations count twice when ``double``."""
+        use); with ``double`` the buffers in ``doubled`` (default: the DMA destinations) count
+        twice."""
+        doubled = self.dma_destinations if doubled is None else doubled
         first, last = {}, {}
         for i, bufs in enumerate(self.touched):
             for buf in bufs:
@@ -164,7 +202,7 @@ class _Walker:
                     last[buf] = i
         delta = [0] * (len(self.touched) + 1)
         for buf, start in first.items():
-            size = buffers[buf] * (2 if double and buf in self.dma_destinations else 1)
+            size = buffers[buf] * (2 if double and buf in doubled else 1)
             delta[start] += size
             delta[last[buf] + 1] -= size
         peak = live = 0
@@ -176,7 +214,7 @@ class _Walker:
     def _alloc(self, block, in_tile: bool) -> None:
         for buf in block.alloc_buffers:
             level = level_of(buf.scope())
-            size = _bytes(buf)
+            size = _bytes(buf) // gb_slices(buf.scope())
             self.allocs[level] += 1
             if level in ("gb", "lb"):
                 self.footprint[level] += size
@@ -220,6 +258,7 @@ class _Walker:
                              if r.source in self.lb_buffers or r.source in self.tile_gb_buffers
                              or r.source in self.gb_buffers])
         for w in block.writes:
+            self._phase_writes.add(w.source)
             if w.source in self.params:
                 self.written_params.add(w.source)
         matrix = _matrix_call(body)

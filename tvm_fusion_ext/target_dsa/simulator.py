@@ -21,6 +21,12 @@ tile hidden behind the current computation) ``L + C + S + (n - 1) * max(C, L + S
 engine, ``L + C + S + (n - 1) * max(L, C, S)`` on two or more. A phase inside a sub-graph's
 instance loop (``repeat`` in its model) costs that many times. A kernel takes
 ``launch_cycles + sum(phases)``; the program is the sum over its kernel calls.
+
+An instance loop with double buffering (the phases of one ``overlap_group``, each repeated ``n``
+times) fetches the next instance's GB data during this instance's other phases (section 4.4):
+with ``P`` the cycles of its ``prefetch`` phases and ``R`` those of the others per instance, it
+takes ``P + R + (n - 1) * max(P, R, D)``, where ``D`` is one instance's DDR bytes over the whole
+DDR bandwidth (prefetch and the other phases share DDR).
 """
 
 from __future__ import annotations
@@ -37,7 +43,13 @@ _ORDER = {level: i for i, level in enumerate(LEVELS)}
 
 def phase_cycles(phase: dict, spec: DSASpec, busy: dict | None = None,
                  traffic: dict | None = None) -> int:
-    """Cycles of one phase; adds unit busy cycles and bytes per level into ``busy``/``traffic``."""
+    """Cycles of one phase, all its repeats; adds unit busy cycles and bytes per level into
+    ``busy``/``traffic``."""
+    return int(phase.get("repeat", 1)) * _one_repeat(phase, spec, busy, traffic)
+
+
+def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | None) -> int:
+    """Cycles of one repeat of a phase; ``busy``/``traffic`` get all its repeats."""
     tiles = int(phase["instances"])
     cores = max(1, min(int(phase["cores"]), spec.num_cores))
     active = max(1, min(tiles, cores))
@@ -86,13 +98,47 @@ def phase_cycles(phase: dict, spec: DSASpec, busy: dict | None = None,
     if traffic is not None:
         for level, value in tile_bytes.items():
             traffic[level] += repeat * tiles * value
-    return repeat * cycles
+    return cycles
 
 
 def kernel_cycles(model: dict, spec: DSASpec, busy: dict | None = None,
                   traffic: dict | None = None) -> int:
-    """Cycles of one call of a kernel: launch overhead plus its phases, in order."""
-    return spec.launch_cycles + sum(phase_cycles(p, spec, busy, traffic) for p in model["phases"])
+    """Cycles of one call of a kernel: launch overhead plus its phases, in order (the phases of
+    an overlapped instance loop as the module docstring says)."""
+    total = spec.launch_cycles
+    phases = model["phases"]
+    i = 0
+    while i < len(phases):
+        group = phases[i].get("overlap_group")
+        if group is None:
+            total += phase_cycles(phases[i], spec, busy, traffic)
+            i += 1
+            continue
+        end = i
+        while end < len(phases) and phases[end].get("overlap_group") == group:
+            end += 1
+        total += _overlapped_cycles(phases[i:end], spec, busy, traffic)
+        i = end
+    return total
+
+
+def _overlapped_cycles(phases: list[dict], spec: DSASpec, busy: dict | None,
+                       traffic: dict | None) -> int:
+    """One double-buffered instance loop (module docstring)."""
+    repeat = int(phases[0].get("repeat", 1))
+    prefetch = rest = 0
+    ddr: dict[str, int] = defaultdict(int)
+    for phase in phases:
+        cycles = _one_repeat(phase, spec, busy, ddr)
+        if phase.get("prefetch"):
+            prefetch += cycles
+        else:
+            rest += cycles
+    if traffic is not None:
+        for level, value in ddr.items():
+            traffic[level] += value
+    shared_ddr = math.ceil(Fraction(ddr["ddr"], repeat) / spec.bytes_per_cycle("ddr"))
+    return prefetch + rest + (repeat - 1) * max(prefetch, rest, shared_ddr)
 
 
 def simulate(models: dict[str, dict], calls: list[str], spec: DSASpec) -> dict:

@@ -151,7 +151,8 @@ class DSASpec(HardwareSpec):
         out = asdict(self)
         for key in ("num_cores", "fast_memory_bytes", "vector_bytes", "vector_registers"):
             out.pop(key)
-        out["units"] = [{k: v for k, v in asdict(u).items() if v is not None} for u in self.units]
+        out["units"] = [{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(u).items()
+                         if v is not None} for u in self.units]
         out["assumed"] = list(self.assumed)
         return out
 
