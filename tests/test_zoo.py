@@ -15,19 +15,7 @@ from tvm_fusion_ext.testing import verify
 pytestmark = pytest.mark.zoo
 
 # Small shapes keep the whole file a few minutes on 2 cores; full shapes run in scripts/bench_zoo.py.
-SMALL = {
-    "resnet18": {"image": 32}, "resnet50": {"image": 32, "layers": "1,1,1,1"},
-    "mobilenet_v2": {"image": 32}, "densenet121": {"image": 32, "blocks": "2,2,2,2"},
-    "shufflenet_v2": {"image": 32},
-    "vit": {"image": 32, "patch": 8, "depth": 1, "num_classes": 10},
-    "bert_base": {"seq": 16, "layers": 1}, "conformer": {"seq": 16, "dim": 64, "kernel": 7},
-    "dlrm": {"batch": 4, "vocab": 50}, "wide_deep": {"batch": 4, "vocab": 50},
-    "lltm": {"batch": 4}, "mi_lstm": {"batch": 4, "input_size": 32, "hidden_size": 64},
-    "apollo_fig3": {"batch": 4, "features": 64}, "layernorm_chain": {"seq": 16, "hidden": 64},
-    "softmax_chain": {"heads": 2, "seq": 16}, "multi_head": {"batch": 4, "features": 64},
-    "multi_tail": {"batch": 4, "features": 64}, "capsule_conv": {"channels": 8, "image": 16},
-    "resnet_stage": {"channels": 16, "image": 16},
-}
+SMALL = zoo.SMALL_ARGS
 REL_TOL = 1e-4
 
 
@@ -58,6 +46,18 @@ def test_model_matches_pytorch(name, importer):
         actual = verify.run(verify.build(mod, fusion), model.numpy_inputs())
         error = verify.max_rel_error(actual, expected)
         assert error < REL_TOL, f"{name} via {importer}, fusion {fusion}: relative error {error:.2e}"
+
+
+@pytest.mark.parametrize("name", ["bert_base", "vit", "dlrm", "wide_deep"])
+def test_model_matches_pytorch_under_graphturbo_on_the_dsa(name):
+    """GraphTurbo's DSA kernels (layer form, weight promotion, gathers read in place) on the zoo's
+    transformer and recommendation models; every model and both targets: scripts/check_zoo.py."""
+    pytest.importorskip("torch")
+    model = zoo.load(name, SMALL[name])
+    mod = _preprocessed(model.relax("torch"))
+    actual = verify.run(verify.build(mod, "graphturbo", "dsa/stcp920"), model.numpy_inputs())
+    error = verify.max_rel_error(actual, model.reference_outputs())
+    assert error < REL_TOL, f"{name} under graphturbo on dsa/stcp920: relative error {error:.2e}"
 
 
 def test_load_is_deterministic_with_nontrivial_batch_norm():

@@ -49,8 +49,8 @@ from tvm import s_tir, tirx
 from ..partitioners.graphturbo.kernel_plan import KernelOptions, SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate
 from ..partitioners.graphturbo.split_info import MAX_RECOMPUTE_RATIO
-from .kernel_model import (CORES, DOUBLE_BUFFER, INSTANCES, TILE, _compact, gb_slices, kernel_model,
-                           level_of, sliced_scope)
+from .kernel_model import (CORES, DOUBLE_BUFFER, INSTANCES, TILE, _compact, gb_slices,
+                           indexed_by_data, kernel_model, level_of, sliced_scope)
 from .simulator import fits, kernel_cycles
 from .spec import DSASpec
 
@@ -207,8 +207,11 @@ def _annotate(sch, piece, spec: DSASpec, plan: SubgraphPlan) -> None:
 def _param_readers(realizes: dict, params: set) -> dict[str, list[str]]:
     """Blocks reading each input parameter among ``params``, in program order. A parameter some
     block writes is an output (a multi-output sub-graph reads its earlier outputs): it is not
-    there before the kernel runs, so it is never staged or promoted as an input."""
+    there before the kernel runs, so it is never staged or promoted as an input; nor is one read
+    through data-dependent indices (:func:`.kernel_model.indexed_by_data`)."""
     written = {w.source.name for realize in realizes.values() for w in realize.block.writes}
+    written |= {r.source.name for realize in realizes.values() for r in realize.block.reads
+                if indexed_by_data(r)}
     readers: dict[str, list[str]] = {}
     for name, realize in realizes.items():
         for region in realize.block.reads:
@@ -247,8 +250,8 @@ def _stage_operands(sch: s_tir.Schedule, spec: DSASpec, weights: set[str], piece
         if not _is_reduction(block):
             continue
         written = block.writes[0].source
-        staged = sorted({r.source.name for r in block.reads
-                         if r.source.scope() in (GB, DDR) and not r.source.same_as(written)})
+        staged = sorted({r.source.name for r in block.reads if r.source.scope() in (GB, DDR)
+                         and not r.source.same_as(written) and not indexed_by_data(r)})
         spilled_out = written.scope() != LB
         if not staged and not spilled_out:
             continue
@@ -679,7 +682,7 @@ def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double
     loops = _LoopNest(sch, rv, depth, spec, batches=True, outer=outer)
     block = loops.block
     staged = sorted({r.source.name for r in block.reads if r.source.scope() != LB
-                     and not r.source.same_as(block.writes[0].source)})
+                     and not r.source.same_as(block.writes[0].source) and not indexed_by_data(r)})
     spatial, reduce = loops.split(tile, keep_spatial=True)
     for var, slices in _sliced_loops(loops).items():  # one cluster's tiles first, then the next's
         k = loops.spatial.index(var)
@@ -698,7 +701,8 @@ def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double
         sch.set_scope(rv, 0, LB)
         written = sch.get(epilogue).writes[0].source
         for region in sch.get(epilogue).reads:
-            if region.source.scope() != LB and not region.source.same_as(written):
+            if region.source.scope() != LB and not region.source.same_as(written) \
+                    and not indexed_by_data(region):
                 copy = sch.cache_read(epilogue, _read_index(sch, epilogue, region.source.name), LB,
                                       consumer_blocks=[epilogue])
                 sch.compute_at(copy, tile_loop, preserve_unit_loops=True)

@@ -289,6 +289,17 @@ class _Walker:
                 phase.add(("direct", ("level", level)), bytes=trip * _elem_bytes(buf))
 
 
+def indexed_by_data(region) -> bool:
+    """Whether a block's buffer region is indexed by values loaded from memory (a gather such as
+    ``take``'s table): its slice is only known once those loads ran, so it is read in place, never
+    staged (a copy placed ahead of the loads would read stale indices)."""
+    loads: list = []
+    for rng in region.region:
+        tvm_ffi_walk(rng.min, tvm.ir.TensorLoad, loads)
+        tvm_ffi_walk(rng.extent, tvm.ir.TensorLoad, loads)
+    return bool(loads)
+
+
 def _seq(stmt) -> list:
     return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
 

@@ -31,7 +31,7 @@ import tvm
 from tvm import s_tir, tirx
 
 from ..registration import register_pass
-from .kernel_model import CORES, DOUBLE_BUFFER, TILE, kernel_model, level_of
+from .kernel_model import CORES, DOUBLE_BUFFER, TILE, indexed_by_data, kernel_model, level_of
 from .simulator import fits
 from .spec import DSASpec
 
@@ -318,7 +318,7 @@ def _cache_inputs(sch: s_tir.Schedule, params: set) -> None:
         rv = sch.get_sblock(name)
         for index, region in enumerate(sch.get(rv).reads):
             buf = region.source
-            if buf.name in params and buf.name not in done:
+            if buf.name in params and buf.name not in done and not indexed_by_data(region):
                 done.add(buf.name)
                 sch.cache_read(rv, index, LB)
 

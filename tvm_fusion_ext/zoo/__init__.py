@@ -23,8 +23,24 @@ from .registry import MODELS, ModelSpec, get_spec, model_names, parse_model_args
 
 IMPORTERS = ("torch", "onnx")
 
-__all__ = ["IMPORTERS", "MODELS", "ModelSpec", "ZooModel", "get_spec", "load", "model_names",
-           "parse_model_args"]
+# Small arguments per model: every model compiles and runs in seconds (tests, scripts/check_zoo.py);
+# full shapes run in scripts/bench_zoo.py.
+SMALL_ARGS = {
+    "resnet18": {"image": 32}, "resnet50": {"image": 32, "layers": "1,1,1,1"},
+    "mobilenet_v2": {"image": 32}, "densenet121": {"image": 32, "blocks": "2,2,2,2"},
+    "shufflenet_v2": {"image": 32},
+    "vit": {"image": 32, "patch": 8, "depth": 1, "num_classes": 10},
+    "bert_base": {"seq": 16, "layers": 1}, "conformer": {"seq": 16, "dim": 64, "kernel": 7},
+    "dlrm": {"batch": 4, "vocab": 50}, "wide_deep": {"batch": 4, "vocab": 50},
+    "lltm": {"batch": 4}, "mi_lstm": {"batch": 4, "input_size": 32, "hidden_size": 64},
+    "apollo_fig3": {"batch": 4, "features": 64}, "layernorm_chain": {"seq": 16, "hidden": 64},
+    "softmax_chain": {"heads": 2, "seq": 16}, "multi_head": {"batch": 4, "features": 64},
+    "multi_tail": {"batch": 4, "features": 64}, "capsule_conv": {"channels": 8, "image": 16},
+    "resnet_stage": {"channels": 16, "image": 16},
+}
+
+__all__ = ["IMPORTERS", "MODELS", "SMALL_ARGS", "ModelSpec", "ZooModel", "get_spec", "load",
+           "model_names", "parse_model_args"]
 
 
 @dataclass
