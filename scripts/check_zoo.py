@@ -21,11 +21,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import tvm  # noqa: E402
+import tvm
 
-from tvm_fusion_ext import zoo  # noqa: E402
-from tvm_fusion_ext.pipelines import preprocess_passes  # noqa: E402
-from tvm_fusion_ext.testing import verify  # noqa: E402
+from tvm_fusion_ext import zoo
+from tvm_fusion_ext.pipelines import preprocess_passes
+from tvm_fusion_ext.testing import verify
 
 
 def check(name: str, targets: list[str], fusions: list[str], tol: float) -> list[dict]:
@@ -44,7 +44,7 @@ def check(name: str, targets: list[str], fusions: list[str], tol: float) -> list
                 row["error"] = verify.max_rel_error(actual, expected)
                 row["ok"] = row["error"] < tol
                 row["failure"] = "" if row["ok"] else f"relative error {row['error']:.1e}"
-            except Exception as err:  # report the failure and go on with the next row
+            except Exception as err:  # noqa: BLE001  (report the failure, go on with the next row)
                 row.update(error=None, ok=False, failure=f"{type(err).__name__}: {str(err)[:200]}")
             row["seconds"] = round(time.time() - start, 1)
             print(f"{name:16s} {target:14s} {fusion:12s} "

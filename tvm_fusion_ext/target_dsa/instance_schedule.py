@@ -49,8 +49,18 @@ from tvm import s_tir, tirx
 from ..partitioners.graphturbo.kernel_plan import KernelOptions, SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate
 from ..partitioners.graphturbo.split_info import MAX_RECOMPUTE_RATIO
-from .kernel_model import (CORES, DOUBLE_BUFFER, INSTANCES, TILE, _compact, gb_slices,
-                           indexed_by_data, kernel_model, level_of, sliced_scope)
+from .kernel_model import (
+    CORES,
+    DOUBLE_BUFFER,
+    INSTANCES,
+    TILE,
+    _compact,
+    gb_slices,
+    indexed_by_data,
+    kernel_model,
+    level_of,
+    sliced_scope,
+)
 from .simulator import fits, kernel_cycles
 from .spec import DSASpec
 
@@ -504,7 +514,7 @@ def _promote_anchor_weights(sch, params: set[str], budget: int, depth: int,
         budget -= slice_bytes
         copy = sch.cache_read(block, index, sliced_scope(spec.clusters))
         loops = sch.get_loops(copy)
-        part, rest = sch.split(loops[dim], [spec.clusters, int(buf.shape[dim]) // spec.clusters])
+        part, _ = sch.split(loops[dim], [spec.clusters, int(buf.shape[dim]) // spec.clusters])
         sch.reorder(part, *[lp for lp in sch.get_loops(copy) if not _same(sch, lp, part)])
         sch.annotate(part, TILE, 1)
         sch.annotate(part, CORES, spec.clusters)
