@@ -51,7 +51,9 @@ class FusionStrategy:
     high_level_preprocess: FusionPasses | None = None
 
 
-_STRATEGIES: dict[str, FusionStrategy] = {}
+# ``importlib.reload`` of this module keeps the registry: the modules that registered strategies
+# stay imported and do not register them again.
+_STRATEGIES: dict[str, FusionStrategy] = globals().get("_STRATEGIES", {})
 
 
 def register_fusion(name: str, description: str, extra_preprocess: FusionPasses | None = None,
