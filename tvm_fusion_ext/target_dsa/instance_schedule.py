@@ -752,10 +752,10 @@ def _promote_per_cluster(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
     stmts = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
     promote = [s for s in stmts if _is_promotion(s)]
     rest = [_promote_in_instances(s, spec) for s in stmts if not _is_promotion(s)]
+    if not promote and all(a.same_as(b) for a, b in zip(rest, stmts)):
+        return func
     if promote:
         rest.insert(0, _cluster_loop(promote, spec))
-    if all(a.same_as(b) for a, b in zip(rest, stmts)) and len(rest) == len(stmts):
-        return func
     new_root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint,
                             tirx.SeqStmt(rest) if len(rest) > 1 else rest[0], root.init,
                             root.alloc_buffers, root.match_buffers, root.annotations)
