@@ -25,7 +25,7 @@ from tvm_fusion_ext.partitioners.graphturbo import (
 )
 from tvm_fusion_ext.partitioners.graphturbo.dim_maps import split_maps
 from tvm_fusion_ext.partitioners.graphturbo.grouping import Grouping
-from tvm_fusion_ext.partitioners.graphturbo.partitioner import chains
+from tvm_fusion_ext.partitioners.graphturbo.partitioner import chain_splits, chains
 from tvm_fusion_ext.partitioners.graphturbo.split_info import recompute_ratio
 
 F32 = 4
@@ -216,10 +216,32 @@ def test_chains_run_the_four_stages_as_one_kernel_in_dfs_order():
     stage_sgs = [i for i, grp in enumerate(grouping.groups) if g.ops[grp[0]].fusible]
     assert chains(g, grouping) == [[0], stage_sgs]
     # a halo along the split dimension breaks the alignment: split the stages along H instead;
-    # only stage 4, one instance (factor 1), still joins its producer
+    # even stage 4 (one instance) stays alone, since with stage 3 the kernel would run stage 3's
+    # two instances along H, whose 3x3 windows need a halo
     along_h = Grouping(grouping.groups, [None if s is None else Split(s.split, s.n, s.factor, 2)
                                          for s in grouping.best])
-    assert chains(g, along_h) == [[0], [stage_sgs[0]], [stage_sgs[1]], stage_sgs[2:]]
+    assert chains(g, along_h) == [[0], *([sg] for sg in stage_sgs)]
+
+
+def test_a_chain_resplits_a_producer_along_the_chain_dimension():
+    """BERT's FFN: the up-projection's BestSplit is along its columns, the down-projection's along
+    the tokens. One kernel over token slices needs token slice j of the up-projection only, so the
+    chain splits it along the tokens too, into the larger factor's instances; the instances then
+    pair one to one and the depth-first order wins."""
+    b = _Builder()
+    x = b.add("x", (64, 16), fusible=False)
+    up = b.add("up", (64, 64), [x], contracted=frozenset({1}))
+    b.add("down", (64, 16), [up], contracted=frozenset({1}))
+    g = b.graph()
+    grouping = Grouping([[0], [1], [2]], [None, Split(1, 1, 4, 1), Split(1, 1, 2, 0)])
+    assert chains(g, grouping) == [[0], [1, 2]]
+    splits = chain_splits(g, grouping, [[0], [1, 2]])
+    assert splits == [None, Split(1, 1, 4, 0), Split(1, 1, 4, 0)]
+    ig = build_instances(g, grouping, splits=splits)
+    down = [inst for inst in ig.instances if inst.sg == 2]
+    assert [ig.instances[p].name for inst in down for p in inst.producers] == [
+        "sg1_1", "sg1_2", "sg1_3", "sg1_4"]
+    assert choose_order(ig)[0] == "dfs" and choose_order(build_instances(g, grouping))[0] == "bfs"
 
 
 def test_split_maps_follow_reshape_transpose_and_reduction():

@@ -2,9 +2,9 @@
 
 Each SG is split into ``f`` instances along its BestSplit dimension (Fig. 6: 8/4/2/1 for the four
 ResNet-50 stages). Instance edges are inherited from SG edges; an edge is redundant, and dropped,
-when SplitInfo and the output shapes show that the producer instance's slice is not read by the
-consumer instance (both split along the same dimension of equal extent, which the consumer neither
-contracts nor windows, and the slices do not overlap). Instances are then ordered breadth-first
+when SplitInfo shows that the producer instance's slice is not read by the consumer instance (the
+consumer's split reaches the producer's split dimension without a halo, through reshapes and
+transposes too, and the slices do not overlap). Instances are then ordered breadth-first
 (Fig. 7(a)) and by Algorithm 3 (depth-first, Fig. 7(f)); the order with the lower LB peak is kept.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .grouping import Grouping
 from .ops import TurboGraph
-from .split_info import output_op, peak_bytes
+from .split_info import Split, output_op, peak_bytes, propagate
 
 
 @dataclass
@@ -45,17 +45,19 @@ class InstanceGraph:
         return [self.instances[i].name for i in order]
 
 
-def build_instances(graph: TurboGraph, grouping: Grouping, labels: list[str] | None = None
-                    ) -> InstanceGraph:
+def build_instances(graph: TurboGraph, grouping: Grouping, labels: list[str] | None = None,
+                    splits: list[Split | None] | None = None) -> InstanceGraph:
     """Split every SG into its BestSplit factor's instances and connect them (module docstring).
 
     SGs without a split (nothing fits LB) are one instance. ``labels`` name the SGs (instance
-    ``k`` of SG ``a`` is ``a{k+1}``, as in Fig. 6); default ``sg{i}_``.
+    ``k`` of SG ``a`` is ``a{k+1}``, as in Fig. 6); default ``sg{i}_``. ``splits`` replaces the
+    BestSplits (the partitioner's chains re-split their SGs along the chain's dimension).
     """
+    splits = grouping.best if splits is None else splits
     owner = {op: gi for gi, g in enumerate(grouping.groups) for op in g}
     first: list[int] = []
     instances: list[Instance] = []
-    for gi, (group, split) in enumerate(zip(grouping.groups, grouping.best)):
+    for gi, (group, split) in enumerate(zip(grouping.groups, splits)):
         out = graph.ops[output_op(graph, group)]
         count = split.factor if split is not None else 1
         shape = list(out.shape)
@@ -73,7 +75,7 @@ def build_instances(graph: TurboGraph, grouping: Grouping, labels: list[str] | N
     for p_sg, c_sg in sg_edges:
         for i in range(instances[first[p_sg]].count):
             for j in range(instances[first[c_sg]].count):
-                if _redundant(graph, grouping, p_sg, c_sg, i, j):
+                if _redundant(graph, grouping, p_sg, c_sg, i, j, splits):
                     redundant += 1
                     continue
                 pi, cj = first[p_sg] + i, first[c_sg] + j
@@ -82,25 +84,25 @@ def build_instances(graph: TurboGraph, grouping: Grouping, labels: list[str] | N
     return InstanceGraph(instances, redundant)
 
 
-def _redundant(graph: TurboGraph, grouping: Grouping, p_sg: int, c_sg: int, i: int, j: int) -> bool:
-    sp, sc = grouping.best[p_sg], grouping.best[c_sg]
-    if sp is None or sc is None or sp.dim != sc.dim:
+def _redundant(graph: TurboGraph, grouping: Grouping, p_sg: int, c_sg: int, i: int, j: int,
+               splits: list[Split | None]) -> bool:
+    """Whether consumer instance ``j`` of ``c_sg`` reads nothing of producer instance ``i`` of
+    ``p_sg``: the consumer's split reaches the producer's output (:func:`propagate`, match_dim
+    through reshapes and transposes) along the producer's split dimension with no halo, and the
+    two slices, as fractions of their extents, do not overlap."""
+    sp, sc = splits[p_sg], splits[c_sg]
+    if sp is None or sc is None:
         return False
-    d = sp.dim
-    p_out = graph.ops[output_op(graph, grouping.groups[p_sg])]
-    c_group = set(grouping.groups[c_sg])
-    c_out = graph.ops[output_op(graph, c_group)]
-    if len(p_out.shape) != len(c_out.shape) or p_out.shape[d] != c_out.shape[d]:
+    p_out = output_op(graph, grouping.groups[p_sg])
+    c_out = output_op(graph, grouping.groups[c_sg])
+    need, dim = propagate(graph, grouping.groups[p_sg] + grouping.groups[c_sg], sc.dim,
+                          sc.factor)[p_out]
+    if dim != sp.dim or need > 1.0 / sc.factor + 1e-9:
         return False
-    p_ops = set(grouping.groups[p_sg])
-    for op in c_group:  # the consumer ops reading the producer SG
-        node = graph.ops[op]
-        if any(p in p_ops for p in node.inputs) and (d in node.contracted or d in node.window):
-            return False
-    extent = p_out.shape[d]
-    p_lo, p_hi = i * extent // sp.factor, (i + 1) * extent // sp.factor
-    c_lo, c_hi = j * extent // sc.factor, (j + 1) * extent // sc.factor
-    return p_hi <= c_lo or c_hi <= p_lo
+    p_extent, c_extent = graph.ops[p_out].shape[sp.dim], graph.ops[c_out].shape[sc.dim]
+    p_lo, p_hi = i * p_extent // sp.factor, (i + 1) * p_extent // sp.factor
+    c_lo, c_hi = j * c_extent // sc.factor, (j + 1) * c_extent // sc.factor
+    return p_hi * c_extent <= c_lo * p_extent or c_hi * p_extent <= p_lo * c_extent
 
 
 def bfs_order(ig: InstanceGraph) -> list[int]:

@@ -23,7 +23,7 @@ from .grouping import Grouping, group_subgraphs
 from .instances import InstanceGraph, build_instances, choose_order, order_peak
 from .kernel_plan import KernelOptions, SubgraphPlan
 from .ops import TurboGraph, from_dataflow_graph
-from .split_info import output_op, propagate
+from .split_info import MAX_RECOMPUTE_RATIO, Split, output_op, propagate, recompute_ratio
 
 
 @dataclass
@@ -81,15 +81,24 @@ class GraphTurboPartitioner:
 def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | None = None,
          options: KernelOptions | None = None, chain: bool = False) -> BlockPlan:
     """Sections 3.3-3.4 over a grouping: instances, the better order, bindings and scopes; the
-    kernels (SGs, or with ``chain`` the :func:`chains` of the chosen order); with ``callees``
-    (each op's PrimFunc name) also the plan of every fused kernel (the BestSplit of its last SG,
-    instances enough for its most demanding SG, the binding and scope of its first instance;
+    kernels (SGs, or with ``chain`` the :func:`chains`, when the depth-first order wins on the
+    instances of the chains' splits); with ``callees`` (each op's PrimFunc name) also the plan of
+    every fused kernel (the split of its last SG, the binding and scope of its first instance;
     a kernel of one op is keyed by its PrimFunc's name alone)."""
+    kernel_sgs = [[i] for i in range(len(grouping.groups))]
+    splits = list(grouping.best)
     ig = build_instances(tg, grouping)
     kind, order = choose_order(ig)
+    if chain:
+        chained = chains(tg, grouping)
+        chained_splits = chain_splits(tg, grouping, chained)
+        chained_ig = build_instances(tg, grouping, splits=chained_splits)
+        chained_kind, chained_order = choose_order(chained_ig)
+        if chained_kind == "dfs":
+            kernel_sgs, splits = chained, chained_splits
+            ig, kind, order = chained_ig, chained_kind, chained_order
     binding = infer_bindings(order, {i: inst.shape for i, inst in enumerate(ig.instances)},
                              {i: inst.producers for i, inst in enumerate(ig.instances)}, cores)
-    kernel_sgs = chains(tg, grouping) if chain and kind == "dfs" else [[i] for i in range(len(grouping.groups))]
     kernels = {}
     if callees is not None:
         first = {}
@@ -99,12 +108,11 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
             ops = sorted(op for sg in sgs for op in grouping.groups[sg])
             if not all(tg.ops[op].fusible for op in ops):
                 continue
-            split = grouping.best[sgs[-1]]
-            factors = [grouping.best[sg].factor for sg in sgs if grouping.best[sg] is not None]
+            split = splits[sgs[-1]]
             inst = first[sgs[-1]]
             kernels.setdefault(tuple(callees[m] for m in ops), SubgraphPlan(
                 dim=split.dim if split is not None else 0,
-                instances=max(factors, default=1),
+                instances=split.factor if split is not None else 1,
                 binding=tuple(binding.bind[inst]), output_shape=tuple(tg.ops[max(ops)].shape),
                 scope=binding.scope[inst], options=options or KernelOptions()))
     return BlockPlan(tg, grouping, ig, kind, order, order_peak(ig, order), binding, kernels,
@@ -113,11 +121,10 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
 
 def chains(tg: TurboGraph, grouping: Grouping) -> list[list[int]]:
     """Straight chains of SGs (in topological order) whose instances line up: SG ``b`` joins the
-    chain ending with ``a`` when ``a`` is its only producer SG and ``b`` the only consumer SG of
-    ``a``, all their ops are fusible, and splitting ``b``'s output along its BestSplit needs an
-    equal slice of ``a``'s output along ``a``'s BestSplit dimension (no halo, :func:`propagate`) -
-    then instance ``j`` of ``b`` only needs the instances of ``a`` covering its slice, and the
-    depth-first order of Algorithm 3 runs them back to back."""
+    chain ending with ``a`` when ``a`` is its only producer SG, ``b`` the only consumer SG of
+    ``a``, and the chain with ``b`` still has a :func:`chain_split` - then instance ``j`` of the
+    chain needs only slice ``j`` of every SG in it, and the depth-first order of Algorithm 3 runs
+    them back to back."""
     owner = {op: sg for sg, group in enumerate(grouping.groups) for op in group}
     producers = [set() for _ in grouping.groups]
     consumers = [set() for _ in grouping.groups]
@@ -131,7 +138,8 @@ def chains(tg: TurboGraph, grouping: Grouping) -> list[list[int]]:
     tail: dict[int, int] = {}  # last SG of a chain -> its index in result
     for sg in sorted(range(len(grouping.groups)), key=lambda g: min(grouping.groups[g])):
         prev = next(iter(producers[sg])) if len(producers[sg]) == 1 else None
-        if prev is not None and prev in tail and consumers[prev] == {sg} and _aligned(tg, grouping, prev, sg):
+        if (prev is not None and prev in tail and consumers[prev] == {sg}
+                and chain_split(tg, grouping, [*result[tail[prev]], sg]) is not None):
             chain = tail.pop(prev)
             result[chain].append(sg)
             tail[sg] = chain
@@ -141,10 +149,36 @@ def chains(tg: TurboGraph, grouping: Grouping) -> list[list[int]]:
     return result
 
 
-def _aligned(tg: TurboGraph, grouping: Grouping, a: int, b: int) -> bool:
-    sa, sb = grouping.best[a], grouping.best[b]
-    members = grouping.groups[a] + grouping.groups[b]
-    if sa is None or sb is None or not all(tg.ops[op].fusible for op in members):
-        return False
-    need, dim = propagate(tg, members, sb.dim, sb.factor)[output_op(tg, grouping.groups[a])]
-    return dim == sa.dim and need <= 1.0 / sb.factor + 1e-9
+def chain_split(tg: TurboGraph, grouping: Grouping, sgs: list[int]) -> dict[int, Split] | None:
+    """The split of every SG of a chain run as one instance loop (Fig. 3(b)): the last SG's
+    BestSplit dimension, as many instances as the chain's largest splitting factor (so every SG's
+    instance fits LB), reaching each SG's output along one of its dimensions with no halo
+    (:func:`propagate`) - which need not be the SG's own BestSplit dimension - and recomputing at
+    most section 3.1's :data:`MAX_RECOMPUTE_RATIO` of the chain's FLOPs. None if there is none."""
+    best = [grouping.best[sg] for sg in sgs]
+    members = sorted(op for sg in sgs for op in grouping.groups[sg])
+    if any(b is None for b in best) or not all(tg.ops[op].fusible for op in members):
+        return None
+    dim, count = best[-1].dim, max(b.factor for b in best)
+    if len(sgs) > 1 and recompute_ratio(tg, members, dim, count) > MAX_RECOMPUTE_RATIO:
+        return None
+    state = propagate(tg, members, dim, count)
+    result = {}
+    for sg, b in zip(sgs, best):
+        out = output_op(tg, grouping.groups[sg])
+        need, out_dim = state[out]
+        if out_dim is None or need > 1.0 / count + 1e-9 or tg.ops[out].shape[out_dim] < count:
+            return None
+        result[sg] = Split(b.split, b.n, count, out_dim)
+    return result
+
+
+def chain_splits(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]]) -> list[Split | None]:
+    """Every SG's split when the SGs of each of ``kernel_sgs`` run as one kernel: the
+    :func:`chain_split` of its chain (its BestSplit when alone)."""
+    splits = list(grouping.best)
+    for sgs in kernel_sgs:
+        if len(sgs) > 1:
+            for sg, split in chain_split(tg, grouping, sgs).items():
+                splits[sg] = split
+    return splits
