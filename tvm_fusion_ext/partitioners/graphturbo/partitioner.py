@@ -7,9 +7,14 @@ the chosen BFS/DFS order and its LB peak, bindings and output scopes) and, per k
 of PrimFunc names, which is also the body of the grouped function ``MaterializePartition`` makes).
 
 With ``chain`` (a kernel generator that runs instance loops, i.e. the DSA), the depth-first order
-of section 3.3 is realised across sub-graphs: a straight chain of SGs whose instances depend on one
-another slice for slice (:func:`chains`) becomes one kernel whose instance loop takes each slice
+of section 3.3 is realised across sub-graphs: a straight chain of SGs that can all be split along
+one dimension so that instance ``j`` of each needs only slice ``j`` of its producer
+(:func:`chains`, :func:`chain_split`) becomes one kernel whose instance loop takes each slice
 through the whole chain (Fig. 3(b), Fig. 7(f)), so the SG outputs inside it never leave the chip.
+The chains are kept when Algorithm 3's order over their instances has the lower LB peak. A chain may
+split an SG along another dimension than its BestSplit (BERT's FFN up-projection, split along its
+columns alone, is split along the tokens of the down-projection that follows it); Algorithm 2 is
+unchanged, only the kernels it is realised with.
 """
 
 from __future__ import annotations
