@@ -112,3 +112,20 @@ def test_fig15_switches_show_in_the_kernels(stage):
     models = [json.loads(str(f.attrs[MODEL_ATTR])) for mod in (gb, full)
               for gv, f in mod.functions_items() if gv.name_hint.startswith("fused_")]
     assert [m["buffers"]["ddr"] for m in models] == [1, 1]
+
+
+def test_bert_layer_is_three_chained_kernels_on_the_dsa():
+    """BERT-128 at GraphTurbo Table 2's batch (32), one layer: attention + projection + residual
+    + LayerNorm, the FFN, and the last residual + LayerNorm are three kernels. The FFN
+    up-projection's own BestSplit is along its columns; its chain with the down-projection splits
+    it along the tokens, 48 instances, so both GEMMs are one kernel (depth-first order)."""
+    mod = zoo.load("bert_base", {"batch": 32, "seq": 128, "layers": 1}).relax("torch")
+    pre = tvm.transform.Sequential(preprocess_passes())(mod)
+    fusion = GraphTurboFusion()
+    with tvm.target.Target(DSA):
+        fusion(pre)
+    plan = fusion.plans[0]
+    assert plan.order_kind == "dfs" and len(plan.chains) == 3
+    assert [plan.grouping.best[sg].dim for sg in plan.chains[1]] == [1, 0]
+    (ffn,) = [p for names, p in plan.kernels.items() if "gelu" in " ".join(names)]
+    assert (ffn.dim, ffn.instances) == (0, 48)
