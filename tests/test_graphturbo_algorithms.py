@@ -279,3 +279,18 @@ def test_split_maps_of_a_data_dependent_index_read_the_whole_input():
     # output rows follow x's rows, output columns x's last dimension; x's gathered dimension
     # (read whole, its index unknown) maps to no output dimension
     assert maps[0] == {0: (0, 0), 1: (2, 0)}
+
+
+def test_redundant_edges_are_found_through_a_reshape():
+    """Algorithm 3 needs the redundant edges gone: a consumer that reshapes 32 token rows into 8
+    sentences of 4 needs, per sentence slice, only the token slices it covers - although the two
+    outputs differ in extent along the split dimension."""
+    b = _Builder()
+    tokens = b.add("tokens", (32, 4))
+    b.add("sentences", (8, 16), [tokens], split_maps={tokens: {0: (0, 0), 1: None}})
+    g = b.graph()
+    grouping = Grouping([[0], [1]], [Split(1, 1, 8, 0), Split(1, 1, 4, 0)])
+    ig = build_instances(g, grouping)
+    producers = [[ig.instances[p].name for p in inst.producers] for inst in ig.instances if inst.sg == 1]
+    assert producers == [["sg0_1", "sg0_2"], ["sg0_3", "sg0_4"], ["sg0_5", "sg0_6"], ["sg0_7", "sg0_8"]]
+    assert ig.redundant_edges == 32 - 8
