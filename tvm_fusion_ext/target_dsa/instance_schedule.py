@@ -56,9 +56,9 @@ from .kernel_model import (
     TILE,
     _compact,
     gb_slices,
-    indexed_by_data,
     kernel_model,
     level_of,
+    read_in_place,
     sliced_scope,
 )
 from .simulator import fits, kernel_cycles
@@ -218,10 +218,11 @@ def _param_readers(realizes: dict, params: set) -> dict[str, list[str]]:
     """Blocks reading each input parameter among ``params``, in program order. A parameter some
     block writes is an output (a multi-output sub-graph reads its earlier outputs): it is not
     there before the kernel runs, so it is never staged or promoted as an input; nor is one read
-    through data-dependent indices (:func:`.kernel_model.indexed_by_data`)."""
+    through data-dependent indices or several regions in one block
+    (:func:`.kernel_model.read_in_place`)."""
     written = {w.source.name for realize in realizes.values() for w in realize.block.writes}
     written |= {r.source.name for realize in realizes.values() for r in realize.block.reads
-                if indexed_by_data(r)}
+                if read_in_place(realize.block, r)}
     readers: dict[str, list[str]] = {}
     for name, realize in realizes.items():
         for region in realize.block.reads:
@@ -261,7 +262,7 @@ def _stage_operands(sch: s_tir.Schedule, spec: DSASpec, weights: set[str], piece
             continue
         written = block.writes[0].source
         staged = sorted({r.source.name for r in block.reads if r.source.scope() in (GB, DDR)
-                         and not r.source.same_as(written) and not indexed_by_data(r)})
+                         and not r.source.same_as(written) and not read_in_place(block, r)})
         spilled_out = written.scope() != LB
         if not staged and not spilled_out:
             continue
@@ -549,7 +550,7 @@ def _promote_gemm_activations(sch: s_tir.Schedule, layers: list, outer, budget: 
         written = realize.block.writes[0].source
         for region in realize.block.reads:
             buf = region.source
-            if _level(buf.scope()) != "ddr" or buf.same_as(written) \
+            if _level(buf.scope()) != "ddr" or buf.same_as(written) or read_in_place(realize.block, region) \
                     or not _depends_on(realize, buf.name, instance_var):
                 continue
             size = _buffer_bytes(buf) // instances * (2 if double else 1)
@@ -692,7 +693,7 @@ def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double
     loops = _LoopNest(sch, rv, depth, spec, batches=True, outer=outer)
     block = loops.block
     staged = sorted({r.source.name for r in block.reads if r.source.scope() != LB
-                     and not r.source.same_as(block.writes[0].source) and not indexed_by_data(r)})
+                     and not r.source.same_as(block.writes[0].source) and not read_in_place(block, r)})
     spatial, reduce = loops.split(tile, keep_spatial=True)
     for var, slices in _sliced_loops(loops).items():  # one cluster's tiles first, then the next's
         k = loops.spatial.index(var)
@@ -709,10 +710,11 @@ def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double
     if epilogue is not None and _try(sch.reverse_compute_at, epilogue, tile_loop,
                                      preserve_unit_loops=True):
         sch.set_scope(rv, 0, LB)
-        written = sch.get(epilogue).writes[0].source
-        for region in sch.get(epilogue).reads:
+        epilogue_block = sch.get(epilogue)
+        written = epilogue_block.writes[0].source
+        for region in epilogue_block.reads:
             if region.source.scope() != LB and not region.source.same_as(written) \
-                    and not indexed_by_data(region):
+                    and not read_in_place(epilogue_block, region):
                 copy = sch.cache_read(epilogue, _read_index(sch, epilogue, region.source.name), LB,
                                       consumer_blocks=[epilogue])
                 sch.compute_at(copy, tile_loop, preserve_unit_loops=True)

@@ -289,6 +289,20 @@ class _Walker:
                 phase.add(("direct", ("level", level)), bytes=trip * _elem_bytes(buf))
 
 
+def read_in_place(block, region) -> bool:
+    """Whether ``block`` must read ``region`` where it lies rather than from a staged copy of the
+    slice it needs: the region is indexed by loaded values (:func:`indexed_by_data`), or the block
+    loads the buffer at several different indices (a concat of a tensor with itself, whose
+    ``T.reads`` keeps one region after ``FuseTIR``): a copy placed per tile would hold that one
+    slice alone."""
+    if indexed_by_data(region):
+        return True
+    loads: list = []
+    tvm_ffi_walk(block.body, tvm.ir.TensorLoad, loads)
+    indices = {tuple(str(i) for i in load.indices) for load in loads if load.source.same_as(region.source)}
+    return len(indices) > 1
+
+
 def indexed_by_data(region) -> bool:
     """Whether a block's buffer region is indexed by values loaded from memory (a gather such as
     ``take``'s table): its slice is only known once those loads ran, so it is read in place, never
