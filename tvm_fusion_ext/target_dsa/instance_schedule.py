@@ -218,7 +218,7 @@ def _param_readers(realizes: dict, params: set) -> dict[str, list[str]]:
     """Blocks reading each input parameter among ``params``, in program order. A parameter some
     block writes is an output (a multi-output sub-graph reads its earlier outputs): it is not
     there before the kernel runs, so it is never staged or promoted as an input; nor is one read
-    through data-dependent indices or several regions in one block
+    through data-dependent indices or at several indices in one block
     (:func:`.kernel_model.read_in_place`)."""
     written = {w.source.name for realize in realizes.values() for w in realize.block.writes}
     written |= {r.source.name for realize in realizes.values() for r in realize.block.reads
