@@ -10,7 +10,8 @@ between two strategies compiled under the same scheduling policy::
                      (index expressions simplified with the block domains: the reshapes FuseTIR
                      copies in keep ``(i // 768 + j) % 128``-style indices that block loop fusion)
     scheduling       the policy: "unscheduled" | "untuned" | "tuned" (the last two end with
-                     VectorErf: float32 erf as a vectorisable polynomial on CPUs)
+                     VectorErf and VectorExp: float32 erf and exp as vectorisable
+                     polynomials on CPUs)
     lowering         TVM's CPU dataflow-lowering and finalize passes
 
 Strategies register themselves with :func:`register_fusion`; each one is then reachable as
@@ -114,8 +115,9 @@ def schedule_passes(target: tvm.target.Target, policy: str) -> list:
                 *schedule_passes(target, "untuned")]
     from .tir_passes.default_schedule import default_schedule_pass
     from .tir_passes.vector_erf import VectorErf
+    from .tir_passes.vector_exp import VectorExp
 
-    return [default_schedule_pass(target), VectorErf()]
+    return [default_schedule_pass(target), VectorErf(), VectorExp()]
 
 
 def lowering_passes(target: tvm.target.Target) -> list:

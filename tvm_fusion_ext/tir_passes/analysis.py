@@ -218,6 +218,10 @@ def tile_footprint(info: BlockInfo, tile: dict[int, int]) -> int:
     return sum(a.bytes(extents) for a in accesses(info))
 
 
+# With this many tiles per core, a tile count that is no multiple of the cores costs little.
+_BALANCED_TILES = 4
+
+
 def choose_tile(info: BlockInfo, tiled: list[int], minimum: dict[int, int],
                 spec: HardwareSpec) -> dict[int, int]:
     """GraphTurbo section 4.1 tile sizes for the loops at positions ``tiled`` (outer to inner).
@@ -226,7 +230,9 @@ def choose_tile(info: BlockInfo, tiled: list[int], minimum: dict[int, int],
     loop extent (a multiple of ``minimum[pos]``, the register / vector factor) whose tile working
     set still fits ``spec.fast_memory_bytes``; once a loop cannot be taken whole, the loops outside
     it keep their minimum. Tiles are then halved from the outside in until there are at least
-    ``spec.num_cores`` of them, so the fused tile loop can feed every core.
+    ``spec.num_cores`` of them, and a multiple of it unless there are :data:`_BALANCED_TILES`
+    per core (3 heads on 2 cores would leave one core idle a third of the time), so the fused
+    tile loop feeds every core alike.
     """
     tile = {p: minimum.get(p, 1) for p in tiled}
     for pos in reversed(tiled):
@@ -244,8 +250,12 @@ def choose_tile(info: BlockInfo, tiled: list[int], minimum: dict[int, int],
             count *= info.extents[p] // tile[p]
         return count
 
+    def unbalanced():
+        count = num_tiles()
+        return count < spec.num_cores or (count % spec.num_cores and count < _BALANCED_TILES * spec.num_cores)
+
     changed = True
-    while num_tiles() < spec.num_cores and changed:
+    while unbalanced() and changed:
         changed = False
         for pos in tiled:
             smaller = [s for s in _candidates(info.extents[pos], minimum.get(pos, 1)) if s < tile[pos]]

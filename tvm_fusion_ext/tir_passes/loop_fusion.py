@@ -55,10 +55,14 @@ from .analysis import (
 from .plain_schedule import CHUNKS_PER_CORE
 from .register_tile import RegisterTile, plan_register_tile
 from .rule_base import SpecScheduleRule
+from .vectorize import vectorize_loop
 
 # Inner reduction loops (after the block's first) are unrolled when their extents multiply to at
 # most this: the 3 x 3 window of a conv, so that the long channel loop carries the accumulators.
 _MAX_UNROLLED_WINDOW = 16
+# A contraction is padded to vector-lane multiples only while that adds at most this fraction of
+# work (ViT's 197 x 197 scores padded to 208 x 208 add 11%).
+_MAX_PADDING_WASTE = 0.25
 
 
 class AnchorLoopFusion(SpecScheduleRule):
@@ -80,6 +84,14 @@ class AnchorLoopFusion(SpecScheduleRule):
         producers, consumers = names[: names.index(anchor_name)], names[names.index(anchor_name) + 1:]
         lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
         register_tile = plan_register_tile(anchor, spec) if anchor.is_contraction else None
+        if (anchor.is_contraction and _starved(register_tile, spec)
+                and _pad_spatial_to_lanes(sch, anchor, lanes)):
+            infos, anchor_name = _analyze_padded(sch, anchor_name)
+            names = [info.name for info in infos]
+            anchor = infos[names.index(anchor_name)]
+            producers = names[: names.index(anchor_name)]
+            consumers = names[names.index(anchor_name) + 1:]
+            register_tile = plan_register_tile(anchor, spec)
         if register_tile is not None:
             loops = _tile_contraction(sch, anchor, register_tile, lanes)
             tile_loop, consumer_attach = loops.tile, loops.tile
@@ -115,6 +127,50 @@ class AnchorLoopFusion(SpecScheduleRule):
         else:
             _finish_anchor(sch, anchor_name, plan, lanes)
         return sch
+
+
+def _starved(register_tile: RegisterTile | None, spec: HardwareSpec) -> bool:
+    """Whether a contraction has no register tile, or a micro-kernel of one row (each streamed
+    vector used by one FMA, and the streamed panel read again for every output row), or fewer
+    independent accumulators than the FMA units need to hide their latency (``fma_units *
+    fma_latency``): what a prime extent such as ViT's 197 tokens leaves."""
+    if register_tile is None or register_tile.rows == 1:
+        return True
+    return register_tile.rows * register_tile.vectors < spec.fma_units * spec.fma_latency
+
+
+def _pad_spatial_to_lanes(sch: s_tir.Schedule, anchor: BlockInfo, lanes: int) -> bool:
+    """Pad a contraction whose extents are no multiple of the vector lanes (ViT's 197 tokens) to
+    the next multiple (``sch.pad_einsum``: the operands are copied into zero-padded buffers, and
+    the result copied back), so that it gets a register tile with several rows and reduction
+    blocks that fit the panel budget; zeros add nothing to a sum of products.
+
+    Only loops of at least ``lanes`` iterations are padded, and only while the padded
+    iteration space does at most :data:`_MAX_PADDING_WASTE` more work; returns whether it padded.
+    """
+    padding, padded_points = [], 1
+    for pos, extent in enumerate(anchor.extents):
+        multiple = lanes if extent >= lanes and extent % lanes else 1
+        padding.append(multiple)
+        padded_points *= -(-extent // multiple) * multiple
+    if all(m == 1 for m in padding) or padded_points > (1 + _MAX_PADDING_WASTE) * math.prod(anchor.extents):
+        return False
+    return try_primitive(sch.pad_einsum, sch.get_sblock(anchor.name), padding)
+
+
+def _analyze_padded(sch: s_tir.Schedule, anchor_name: str) -> tuple[list[BlockInfo], str]:
+    """Blocks after :func:`_pad_spatial_to_lanes`, with the copy of the padded result back into the
+    original buffer inlined into its reader when it has one (the reader then reads the padded
+    buffer, and the copy disappears)."""
+    analyzed = analyze_blocks(sch)
+    infos = [info for _, info in analyzed]
+    anchor = next(info for info in infos if info.name == anchor_name)
+    padded_result = anchor.block.writes[0].source
+    for info in infos:
+        reads_result = any(read.source.same_as(padded_result) for read in info.block.reads)
+        if reads_result and info.is_copy and sch.get_consumers(sch.get_sblock(info.name)):
+            try_primitive(sch.compute_inline, sch.get_sblock(info.name))
+    return [info for _, info in analyze_blocks(sch)], anchor_name
 
 
 class _Plan:
@@ -317,6 +373,8 @@ def _finish_anchor(sch: s_tir.Schedule, anchor_name: str, plan: _Plan, lanes: in
     rv = sch.get_sblock(anchor_name)
     if plan.vector_loop is not None:
         sch.vectorize(plan.vector_loop)
+    elif plan.first_reduce_loop is None:
+        _vectorize_innermost(sch, rv, lanes)  # with a scalar tail: no divisor fits the lanes
     if plan.first_reduce_loop is not None and plan.vector_loop is not None:
         init = sch.decompose_reduction(rv, plan.first_reduce_loop)
         _vectorize_innermost(sch, init, lanes)
@@ -375,15 +433,7 @@ def _vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
     for iv, value in zip(block.iter_vars, realize.iter_values):
         if iv.iter_type != 0 and uses_any(value, [loop.loop_var]):
             return
-    extent = int(loop.extent)
-    width = vector_factor(extent, lanes)
-    if width is None:
-        return
-    if width == extent:
-        sch.vectorize(loops[-1])
-    else:
-        _, lane = sch.split(loops[-1], [extent // width, width])
-        sch.vectorize(lane)
+    vectorize_loop(sch, loops[-1], int(loop.extent), lanes)
 
 
 def _parallelize_own_nest(sch: s_tir.Schedule, name: str, num_cores: int) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from tvm import s_tir
 
 from ..hardware import HardwareSpec
-from .analysis import REDUCE, try_primitive, vector_factor
+from .analysis import REDUCE, try_primitive
 from .rule_base import SpecScheduleRule
+from .vectorize import vectorize_loop
 
 # Parallel loops are fused until they hold this many chunks of work per core.
 CHUNKS_PER_CORE = 4
@@ -29,13 +30,10 @@ class PlainSchedule(SpecScheduleRule):
             loops = sch.get_loops(rv)
             lanes = spec.vector_lanes(str(info.block.writes[0].source.dtype))
             last = len(loops) - 1
-            width = vector_factor(info.extents[last], lanes)
-            if info.loop_iters[last].iter_type != REDUCE and width is not None:
-                *loops, lane = [*loops[:-1], *sch.split(loops[-1], [info.extents[last] // width, width])]
-                extents = [*info.extents[:-1], info.extents[last] // width]
-                try_primitive(sch.vectorize, lane)
-            else:
-                extents = list(info.extents)
+            if info.loop_iters[last].iter_type != REDUCE:
+                try_primitive(vectorize_loop, sch, loops[-1], info.extents[last], lanes)
+                loops = sch.get_loops(rv)
+            extents = [*info.extents[:last], *(int(sch.get(loop).extent) for loop in loops[last:])]
             leading = []
             work = 1
             for loop, extent, iv in zip(loops, extents, info.loop_iters):
