@@ -117,7 +117,13 @@ def schedule_passes(target: tvm.target.Target, policy: str) -> list:
     from .tir_passes.vector_erf import VectorErf
     from .tir_passes.vector_exp import VectorExp
 
-    return [default_schedule_pass(target), VectorErf(), VectorExp()]
+    # Weights are marked layout-free before the schedule packs them, and their packing is split
+    # out of the kernels and folded into constants after it (the order of TVM's
+    # relax.pipeline.static_shape_tuning_pipeline with cpu_weight_prepack=True).
+    return [relax.transform.AttachAttrLayoutFreeBuffers(), default_schedule_pass(target),
+            relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant(),
+            relax.transform.DeadCodeElimination(),
+            VectorErf(), VectorExp()]
 
 
 def lowering_passes(target: tvm.target.Target) -> list:

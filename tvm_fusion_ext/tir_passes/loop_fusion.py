@@ -60,6 +60,9 @@ from .vectorize import vectorize_loop
 # Inner reduction loops (after the block's first) are unrolled when their extents multiply to at
 # most this: the 3 x 3 window of a conv, so that the long channel loop carries the accumulators.
 _MAX_UNROLLED_WINDOW = 16
+# Block annotation that relax.transform.SplitLayoutRewritePreproc looks for
+# (src/relax/transform/split_layout_rewrite_preproc.cc), as MetaSchedule's RewriteLayout sets it.
+LAYOUT_REWRITE_PREPROC = "meta_schedule.layout_rewrite_preproc"
 # A contraction is padded to vector-lane multiples only while that adds at most this fraction of
 # work (ViT's 197 x 197 scores padded to 208 x 208 add 11%).
 _MAX_PADDING_WASTE = 0.25
@@ -299,9 +302,13 @@ def _tile_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile
     if plan.transposed:
         sch.transform_layout(rv, ("write", 0), _blocked(anchor.block.writes[0], anchor, plan))
     packs = []
+    layout_free = layout_free_buffers(sch.mod["main"])
     for index in plan.packed:
         read = anchor.operand_reads[index]
         position = next(i for i, r in enumerate(anchor.block.reads) if r.source.same_as(read.source))
+        if any(read.source.same_as(buffer) for buffer in layout_free):
+            _pack_once(sch, rv, position, _blocked(read, anchor, plan))
+            continue
         pack = sch.cache_read(rv, position, "local")
         sch.transform_layout(pack, ("write", 0), _blocked(read, anchor, plan))
         packs.append(pack)
@@ -339,6 +346,23 @@ def _tile_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile
         sch.compute_at(pack, reduce_outer[0] if reduce_outer else tile_loop, preserve_unit_loops=True)
         _vectorize_innermost(sch, pack, lanes)
     return _ContractionLoops(tile_loop, reduce_outer, reduce_inner, rows, vectors, lane, added_consumers)
+
+
+def layout_free_buffers(func: tirx.PrimFunc) -> list:
+    """The parameter buffers ``relax.transform.AttachAttrLayoutFreeBuffers`` marked layout-free:
+    weights bound to constants (or model parameters), whose layout the schedule may choose."""
+    indices = func.attrs.get("layout_free_buffers", []) if func.attrs is not None else []
+    return [func.params[int(i)] for i in indices]
+
+
+def _pack_once(sch: s_tir.Schedule, rv, position: int, layout: tirx.IndexMap) -> None:
+    """Pack a layout-free operand in a block of its own at the root, marked as MetaSchedule's
+    ``RewriteLayout`` postprocessor marks it (``meta_schedule.layout_rewrite_preproc``), so that
+    ``relax.transform.SplitLayoutRewritePreproc`` moves it out of the kernel and ``FoldConstant``
+    runs it once at compile time: the kernel reads the packed weight, and never packs it."""
+    pack = sch.cache_read(rv, position, "global")
+    sch.annotate(pack, LAYOUT_REWRITE_PREPROC, True)
+    sch.transform_layout(pack, ("write", 0), layout)
 
 
 def _finish_contraction(sch: s_tir.Schedule, anchor_name: str, loops: _ContractionLoops, lanes: int) -> None:

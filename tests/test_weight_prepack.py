@@ -1,0 +1,63 @@
+"""Weights packed at compile time: the default schedule packs a layout-free weight in a
+``layout_rewrite_preproc`` block, SplitLayoutRewritePreproc moves it out of the kernel and
+FoldConstant runs it, so the kernel reads a packed constant and has no packing loop."""
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import relax
+
+import tvm_fusion_ext
+from tvm_fusion_ext.pipelines import schedule_passes
+from tvm_fusion_ext.tir_passes.loop_fusion import LAYOUT_REWRITE_PREPROC
+
+TARGET = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})   # 8 float32 lanes
+
+
+def _conv_relu(weight):
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 32, 14, 14), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.relu(relax.op.nn.conv2d(x, relax.const(weight), padding=1)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _scheduled(mod):
+    with TARGET:
+        fused = tvm_fusion_ext.fusion_pipeline("stock", TARGET)(mod)
+        return tvm.transform.Sequential(schedule_passes(TARGET, "untuned"))(fused)
+
+
+def _constant_args(mod):
+    found = []
+    tvm_ffi.structural_walk(mod["main"].body, [(tvm.ir.GenericConst, found.append)])
+    return found
+
+
+def test_conv_weight_is_a_packed_constant_and_the_kernel_has_no_packing_loop():
+    weight = np.random.default_rng(0).standard_normal((64, 32, 3, 3)).astype("float32")
+    out = _scheduled(_conv_relu(weight))
+    kernels = {gv.name_hint: f for gv, f in out.functions_items() if isinstance(f, tvm.tirx.PrimFunc)}
+    (name,) = kernels                                                  # the packing function is gone
+    assert name.endswith("_prepacked") and LAYOUT_REWRITE_PREPROC not in kernels[name].script()
+    (packed,) = _constant_args(out)
+    assert packed.value.shape != weight.shape and packed.value.numpy().size == weight.size
+    # [F, C, R, S] -> [F / w, C, R, S, w]: output channels in micro-kernel widths, innermost
+    width = packed.value.shape[-1]
+    np.testing.assert_array_equal(packed.value.numpy()[0, :, :, :, 1], weight[1])
+    assert packed.value.shape == (64 // width, 32, 3, 3, width)
+
+
+def test_prepacked_conv_computes_the_same_numbers():
+    rng = np.random.default_rng(1)
+    weight = rng.standard_normal((64, 32, 3, 3)).astype("float32")
+    x = rng.standard_normal((1, 32, 14, 14)).astype("float32")
+    mod = _conv_relu(weight)
+    expected = relax.VirtualMachine(tvm.compile(mod, "llvm", relax_pipeline=tvm_fusion_ext.pipeline("none", "llvm",
+                                                                                                      policy="unscheduled")),
+                                    tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    ex = tvm.compile(mod, TARGET, relax_pipeline=tvm_fusion_ext.pipeline("stock", TARGET))
+    got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
