@@ -28,6 +28,7 @@ from tvm import relax, s_tir
 
 from .instrument import run_checked
 from .registration import register_relax_pipeline
+from .relax_passes.fold_batch_norm import FoldBatchNormIntoConv
 
 POLICIES = ("unscheduled", "untuned", "tuned")
 # The phases of every pipeline, in order; each runs as a Sequential named PHASE_PREFIX + phase.
@@ -143,6 +144,10 @@ def fusion_pipeline(name: str, target: tvm.target.Target | None = None) -> tvm.t
     target = _resolve_target(target)
     extra = strategy.extra_preprocess(target) if strategy.extra_preprocess else []
     high = strategy.high_level_preprocess(target) if strategy.high_level_preprocess else []
+    if "dsa" not in target.keys:
+        # CPU graph simplification shared by every strategy (the DSA's simulated figures are
+        # measured on the unfolded graph)
+        high = [FoldBatchNormIntoConv(), *high]
     return tvm.transform.Sequential(
         [_phase("preprocess", [*preprocess_passes(high), *extra]),
          _phase("fusion", strategy.fusion_passes(target)),
