@@ -1,4 +1,4 @@
-"""Fusion strategies and the complete Relax pipelines built around them.
+"""The complete Relax pipelines built around the fusion strategies, phase by phase.
 
 Every strategy shares the same pre-processing (what ``relax.pipeline.static_shape_tuning_pipeline``
 runs before fusion) and the same lowering after fusion, so the fusion step is the only difference
@@ -9,79 +9,27 @@ between two strategies compiled under the same scheduling policy::
     fusion           the strategy's passes (stock: FuseOps), then FuseTIR and StmtSimplify
                      (index expressions simplified with the block domains: the reshapes FuseTIR
                      copies in keep ``(i // 768 + j) % 128``-style indices that block loop fusion)
-    scheduling       the policy: "unscheduled" | "untuned" | "tuned" (the last two end with
-                     VectorErf: float32 erf as a vectorisable polynomial on CPUs)
-    lowering         TVM's CPU dataflow-lowering and finalize passes
+    scheduling       the policy: "unscheduled" | "untuned" | "tuned", as the target's backend
+                     schedules it (:mod:`tvm_fusion_ext.backends`)
+    lowering         the target's backend: TVM's dataflow-lowering and finalize passes
 
-Strategies register themselves with :func:`register_fusion`; each one is then reachable as
+Strategies are looked up by name in :mod:`.registry`; each one is reachable as
 ``tvm_fusion_ext.pipeline(name, target)`` and as ``relax_pipeline="tvm_fusion_ext.<name>"``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import tvm
 from tvm import relax, s_tir
 
+from ..backends import POLICIES, backend_for
 from .instrument import run_checked
-from .registration import register_relax_pipeline
+from .registry import get_strategy
 
-POLICIES = ("unscheduled", "untuned", "tuned")
 # The phases of every pipeline, in order; each runs as a Sequential named PHASE_PREFIX + phase.
 PHASES = ("preprocess", "fusion", "fuse_tir", "schedule", "lowering")
 PHASE_PREFIX = "tvm_fusion_ext.phase."
 DEFAULT_POLICY = "untuned"
-
-FusionPasses = Callable[[tvm.target.Target], list]
-
-
-@dataclass(frozen=True)
-class FusionStrategy:
-    """A named fusion strategy: the passes that run between pre-processing and ``FuseTIR``."""
-
-    name: str
-    description: str
-    fusion_passes: FusionPasses
-    # Extra pre-processing a strategy needs (e.g. APOLLO's simplifications); said in the description.
-    extra_preprocess: FusionPasses | None = None
-    # Extra pre-processing on high-level Relax, before LegalizeOps (e.g. NeoFlow's graph
-    # simplification and parallel fusion, which rewrite Relax ops); said in the description.
-    high_level_preprocess: FusionPasses | None = None
-
-
-# ``importlib.reload`` of this module keeps the registry: the modules that registered strategies
-# stay imported and do not register them again.
-_STRATEGIES: dict[str, FusionStrategy] = globals().get("_STRATEGIES", {})
-
-
-def register_fusion(name: str, description: str, extra_preprocess: FusionPasses | None = None,
-                    high_level_preprocess: FusionPasses | None = None):
-    """Decorator registering ``fn(target) -> [Pass, ...]`` as the fusion step of strategy ``name``.
-
-    ``extra_preprocess`` runs after the shared pre-processing (on legalized ``call_tir``s);
-    ``high_level_preprocess`` runs on high-level Relax ops, just before ``LegalizeOps``.
-    """
-
-    def _register(fn: FusionPasses) -> FusionPasses:
-        _STRATEGIES[name] = FusionStrategy(name, description, fn, extra_preprocess,
-                                           high_level_preprocess)
-        register_relax_pipeline(name, lambda: pipeline(name))
-        return fn
-
-    return _register
-
-
-def fusion_names() -> list[str]:
-    """Names of all registered fusion strategies, in registration order."""
-    return list(_STRATEGIES)
-
-
-def get_strategy(name: str) -> FusionStrategy:
-    if name not in _STRATEGIES:
-        raise ValueError(f"unknown fusion strategy {name!r}; known: {', '.join(_STRATEGIES)}")
-    return _STRATEGIES[name]
 
 
 def preprocess_passes(high_level: list | None = None) -> list:
@@ -98,35 +46,15 @@ def preprocess_passes(high_level: list | None = None) -> list:
 
 
 def schedule_passes(target: tvm.target.Target, policy: str) -> list:
-    """TIR scheduling for one policy; applied identically to every strategy."""
+    """TIR scheduling for one policy, by the target's backend; applied identically to every strategy."""
     if policy not in POLICIES:
         raise ValueError(f"unknown scheduling policy {policy!r}; known: {', '.join(POLICIES)}")
-    if "dsa" in target.keys:
-        from .target_dsa import pipeline as dsa
-
-        return dsa.schedule_passes(target, policy)
-    if policy == "unscheduled":
-        return []
-    if policy == "tuned":
-        # Records are applied from the MetaSchedule database in scope (``ms.database``); whatever
-        # the database lacks falls back to the untuned default schedule below.
-        return [relax.transform.MetaScheduleApplyDatabase(enable_warning=False),
-                *schedule_passes(target, "untuned")]
-    from .tir_passes.default_schedule import default_schedule_pass
-    from .tir_passes.vector_erf import VectorErf
-
-    return [default_schedule_pass(target), VectorErf()]
+    return backend_for(target).schedule_passes(target, policy)
 
 
 def lowering_passes(target: tvm.target.Target) -> list:
-    """TVM's own dataflow lowering and finalisation for the target (no fusion in it)."""
-    if "dsa" in target.keys:
-        from .target_dsa import pipeline as dsa
-
-        return dsa.lowering_passes(target)
-    from tvm.relax.backend.cpu_generic import pipeline as cpu
-
-    return cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)
+    """The target backend's dataflow lowering and finalisation (no fusion in it)."""
+    return backend_for(target).lowering_passes(target)
 
 
 def fusion_pipeline(name: str, target: tvm.target.Target | None = None) -> tvm.transform.Pass:
@@ -160,7 +88,7 @@ def pipeline(name: str, target: tvm.target.Target | str | None = None,
                 [fusion_pipeline(name, target), _phase("schedule", schedule_passes(target, policy)),
                  _phase("lowering", lowering_passes(target))]
             )
-            # Invariants after every pass when TVM_FUSION_EXT_CHECK=1 (tvm_fusion_ext.instrument).
+            # Invariants after every pass when TVM_FUSION_EXT_CHECK=1 (.instrument).
             return run_checked(passes, mod)
 
     return _pipeline
@@ -175,13 +103,3 @@ def _resolve_target(target) -> tvm.target.Target:
     if target is None:
         target = tvm.target.Target.current(allow_none=True) or tvm.target.Target("llvm")
     return tvm.target.Target(target) if isinstance(target, (str, dict)) else target
-
-
-@register_fusion("none", "no fusion: every primitive op is its own kernel")
-def _no_fusion(target):
-    return []
-
-
-@register_fusion("stock", "TVM's own FuseOps (post-dominator fusion), as in static_shape_tuning_pipeline")
-def _stock_fusion(target):
-    return [relax.transform.FuseOps()]
