@@ -150,7 +150,7 @@ def test_dsa_target_delegates_to_the_dsa_tuner(tmp_path):
     report = tuning.tune(MatmulBias, "stock", target, 2, str(tmp_path), progress=False)
     assert [task.name for task in report.tasks] == ["fused_matmul_add"]
     assert report.measured == 2 and math.isfinite(report.tasks[0].best_secs)
-    assert os.path.exists(tmp_path / "dsa_tuned.json")
+    assert os.path.exists(tmp_path / tuning.DONE_FILE)
     assert isinstance(tuning.open_records(str(tmp_path), target), ms.database.JSONDatabase)
 
 
