@@ -164,7 +164,7 @@ def _seed_untuned(task, target, database, builder, runner) -> bool:
     from tvm import s_tir
     from tvm.s_tir import meta_schedule as ms
 
-    from .tir_passes.default_schedule import untuned_schedule
+    from ..tir_passes.default_schedule import untuned_schedule
 
     workload_mod = task.dispatched[0]
     sch = untuned_schedule(workload_mod["main"], target)
