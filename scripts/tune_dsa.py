@@ -31,9 +31,9 @@ import numpy as np
 import tvm
 
 from tvm_fusion_ext import zoo
+from tvm_fusion_ext.driver.build import run
 from tvm_fusion_ext.pipelines import fusion_names, fusion_pipeline, pipeline
 from tvm_fusion_ext.target_dsa import profile
-from tvm_fusion_ext.testing.verify import run
 from tvm_fusion_ext.tuning.dsa import open_database, tune_kernels
 
 

@@ -15,8 +15,9 @@ from dsa_cases.relax_mods import MatmulBias
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_fusion_ext import evaluation, tuning
+from tvm_fusion_ext import tuning
 from tvm_fusion_ext.cli import main
+from tvm_fusion_ext.driver import evaluation
 from tvm_fusion_ext.pipelines import fusion_pipeline
 from tvm_fusion_ext.testing import verify
 from tvm_fusion_ext.tir_passes.default_schedule import untuned_schedule

@@ -8,7 +8,7 @@ with
 
 * the bytes the group keeps on chip: the kernel-boundary traffic of its ops run one kernel each,
   minus that of the fused kernel (the measure of
-  :func:`~tvm_fusion_ext.testing.verify.kernel_traffic`; an intermediate tensor no longer written
+  :func:`~tvm_fusion_ext.analysis.kernel_traffic.kernel_traffic`; an intermediate tensor no longer written
   and read back, an input read once instead of once per op);
 * what the strategy records about the group, read off its passes without changing them: the
   APOLLO rules that merged it (Table 1 / Table 2 names, ``parallel`` for Layer III,
@@ -253,7 +253,7 @@ def boundary_bytes(graph: DataflowGraph, members: Iterable[int]) -> int:
     """Bytes one kernel running ``members`` moves through main memory: every distinct tensor it
     reads from outside the group, and every member's tensor used outside (or after the block).
 
-    Of a lone ``call_tir`` this is what :func:`~tvm_fusion_ext.testing.verify.kernel_traffic` counts
+    Of a lone ``call_tir`` this is what :func:`~tvm_fusion_ext.analysis.kernel_traffic.kernel_traffic` counts
     (arguments, repeats included, plus the result); of a group, that of the kernel ``FuseTIR``
     makes (one parameter per distinct input, one output per escaping tensor).
     """
