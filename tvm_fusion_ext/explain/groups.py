@@ -31,7 +31,7 @@ import tvm_ffi
 from tvm import relax
 
 from ..analysis.graph import DataflowGraph, NodeKind, build_graphs, tensor_bytes
-from ..evaluation import parse_target
+from ..driver.evaluation import parse_target
 from ..partitioners.apollo.micro_graphs import apollo_type, op_name
 from ..pipelines import get_strategy, preprocess_passes
 from ..relax_passes.apollo_fusion import ApolloFusion
