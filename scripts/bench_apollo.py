@@ -6,7 +6,7 @@
     .venv/bin/python scripts/bench_apollo.py --cases apollo_fig3,multi_head --runs 5 --json /tmp/a.json
 
 For each case (BERT-base, the Fig. 5 / Fig. 6 sub-graphs of the zoo, ResNet-50) every strategy of
-``--fusion`` is measured with :func:`tvm_fusion_ext.evaluation.compare` (kernels per inference,
+``--fusion`` is measured with :func:`tvm_fusion_ext.driver.evaluation.compare` (kernels per inference,
 bytes crossing kernel boundaries, compile seconds, median latency, error against PyTorch) under
 one scheduling policy. The markdown table has Table 3's columns: latency of each strategy, the
 improvement of full APOLLO over stock, and the improvements of Layer II (``apollo-no-stitch`` ->
@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_zoo import _cell, model_args
 
 from tvm_fusion_ext import zoo
-from tvm_fusion_ext.evaluation import compare, load_workload, machine_description, parse_fusions
+from tvm_fusion_ext.driver.evaluation import compare, load_workload, machine_description, parse_fusions
 
 CASES = ("bert_base", "apollo_fig3", "layernorm_chain", "softmax_chain", "multi_head", "multi_tail",
          "resnet50")
@@ -71,9 +71,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def kernel_rows(workload, fusions: list[str], target: str) -> list[dict]:
     """Kernels and boundary bytes of each strategy's fusion stage (what ``compare`` reports)."""
-    from tvm_fusion_ext.evaluation import parse_target
+    from tvm_fusion_ext.analysis.kernel_traffic import kernel_traffic
+    from tvm_fusion_ext.driver.evaluation import parse_target
     from tvm_fusion_ext.pipelines import fusion_pipeline
-    from tvm_fusion_ext.testing.verify import kernel_traffic
 
     target = parse_target(target)
     rows = []

@@ -2,7 +2,7 @@
 Fig. 14, Fig. 15, Table 3) on the ``dsa/stcp920`` simulator.
 
 For each model and strategy the module is compiled up to the DSA schedule and simulated without
-running it (``target_dsa.profile.static_profile``: the kernel models of the scheduled TIR and the
+running it (``driver.static_profile.static_profile``: the kernel models of the scheduled TIR and the
 kernel calls of ``main``, the same numbers a traced run gives). Reported per strategy: kernels,
 cycles, throughput (samples/s), bytes moved per level and the buffer-scope counts per level
 (Table 3: kernel outputs and DDR allocations, GB and LB allocations, per inference).
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import tvm_fusion_ext  # noqa: F401  (registers the strategies and the DSA target)
 from tvm_fusion_ext import zoo
-from tvm_fusion_ext.target_dsa.profile import static_profile
+from tvm_fusion_ext.driver.static_profile import static_profile
 
 # Fig. 15's bars, first to last, then the reference.
 VARIANTS = ("graphturbo-gb", "graphturbo-lb", "graphturbo-instances", "graphturbo")

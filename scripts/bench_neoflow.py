@@ -24,7 +24,7 @@ import tvm_ffi
 from tvm import relax, s_tir
 
 from tvm_fusion_ext import zoo
-from tvm_fusion_ext.evaluation import configure_threads, machine_description, measure_latency_ms
+from tvm_fusion_ext.driver.evaluation import configure_threads, machine_description, measure_latency_ms
 from tvm_fusion_ext.pipelines import fusion_pipeline, lowering_passes, preprocess_passes, schedule_passes
 from tvm_fusion_ext.relax_passes.neoflow_fusion import NeoFlowFusion
 from tvm_fusion_ext.relax_passes.schedule_execution_order import ScheduleExecutionOrder

@@ -7,7 +7,7 @@
 
 For each model, in one process: ``stock`` fusion compiled under the ``untuned`` policy (the
 package's default schedule, :mod:`tvm_fusion_ext.tir_passes`) and ONNX Runtime are timed back to
-back (``tvm_fusion_ext.evaluation.compare``), then ``stock`` under ``unscheduled`` (TVM's own
+back (``tvm_fusion_ext.driver.evaluation.compare``), then ``stock`` under ``unscheduled`` (TVM's own
 behaviour without tuning) with few runs, since unscheduled kernels are naive single-threaded loops.
 The table gives both latencies, the speedup of the default schedule over no schedule (target: at
 least 10x) and its ratio to ONNX Runtime (target: at most 3x); ``--json`` writes the same rows.
@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tvm_fusion_ext import zoo
-from tvm_fusion_ext.evaluation import compare, configure_threads, load_workload, machine_description
+from tvm_fusion_ext.driver.evaluation import compare, configure_threads, load_workload, machine_description
 
 DEFAULT_MODELS = "resnet50,mobilenet_v2,bert_base"
 

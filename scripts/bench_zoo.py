@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tvm_fusion_ext import fusion_names, zoo
-from tvm_fusion_ext.evaluation import REFERENCE_ROWS, machine_description
+from tvm_fusion_ext.driver.evaluation import REFERENCE_ROWS, machine_description
 
 
 def parse_args(argv=None) -> argparse.Namespace:

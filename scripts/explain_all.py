@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tvm_fusion_ext import fusion_names, zoo
-from tvm_fusion_ext.evaluation import load_workload, parse_target
+from tvm_fusion_ext.driver.evaluation import load_workload, parse_target
 from tvm_fusion_ext.explain import explain, prefusion
 from tvm_fusion_ext.explain.check import check_report
 

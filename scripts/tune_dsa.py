@@ -7,7 +7,7 @@
 1. builds the zoo model as Relax (``--import``), fuses it with ``--fusion`` (pre-processing,
    fusion and FuseTIR only: ``tvm_fusion_ext.fusion_pipeline``), so the tasks are exactly the
    kernels that strategy produces;
-2. tunes each kernel with up to ``--trials`` simulated measurements (``target_dsa.tuning``:
+2. tunes each kernel with up to ``--trials`` simulated measurements (``tvm_fusion_ext.tuning.dsa``:
    DSA design space, simulated builder/runner, XGBoost cost model) into the JSON database in
    ``--work-dir``, with a progress bar; kernels that already have ``--trials`` records there are
    not measured again, so a second run with the same directory resumes (or re-measures nothing);
@@ -31,10 +31,10 @@ import numpy as np
 import tvm
 
 from tvm_fusion_ext import zoo
+from tvm_fusion_ext.driver.build import run
 from tvm_fusion_ext.pipelines import fusion_names, fusion_pipeline, pipeline
 from tvm_fusion_ext.target_dsa import profile
-from tvm_fusion_ext.target_dsa.tuning import open_database, tune_kernels
-from tvm_fusion_ext.testing.verify import run
+from tvm_fusion_ext.tuning.dsa import open_database, tune_kernels
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
                           progress=not args.no_progress)
     tuned_at = time.perf_counter()
     print(f"\n{'kernel':58s} {'records':>7s} {'new':>4s} {'untuned us':>11s} {'best us':>9s}")
-    for k in report.kernels:
+    for k in report.tasks:
         print(f"{k.name[:58]:58s} {k.records_before:7d} {k.measured:4d} "
               f"{_us(k.default_secs):>11s} {_us(k.best_secs):>9s}")
     if report.skipped:
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
         "measured_this_run": report.measured, "skipped": report.skipped,
         "kernels": [{"name": k.name, "records_before": k.records_before, "measured": k.measured,
                      "untuned_us": _us(k.default_secs), "best_us": _us(k.best_secs),
-                     "best": repr(k.best)} for k in report.kernels],
+                     "best": repr(k.best)} for k in report.tasks],
         "untuned": untuned, "tuned": tuned, "wall_s": round(wall, 1),
         "tuning_wall_s": round(tuned_at - start, 1),
     }

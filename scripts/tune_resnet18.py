@@ -42,8 +42,9 @@ sys.path.insert(0, ROOT)
 import tvm
 from tvm import relax
 
-from tvm_fusion_ext import evaluation, tuning
-from tvm_fusion_ext.testing import verify
+from tvm_fusion_ext import tuning
+from tvm_fusion_ext.driver import evaluation
+from tvm_fusion_ext.driver.build import build, max_abs_error, run
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -117,9 +118,9 @@ def _compile(workload, fusion, target, policy, database) -> dict:
     """Compile under ``policy`` (inside ``database`` when given); compile time, error, a timed call."""
     start = time.perf_counter()
     with database if database is not None else contextlib.nullcontext():
-        executable = verify.build(workload.mod, fusion, target, policy)
+        executable = build(workload.mod, fusion, target, policy)
     compile_s = time.perf_counter() - start
-    error = verify.max_abs_error(verify.run(executable, workload.inputs), workload.expected)
+    error = max_abs_error(run(executable, workload.inputs), workload.expected)
     main_fn = relax.VirtualMachine(executable, tvm.cpu())["main"]
     args = [tvm.runtime.tensor(x) for x in workload.inputs]
     return {"compile_s": compile_s, "max_abs_err": error, "call": lambda: main_fn(*args)}

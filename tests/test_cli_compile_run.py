@@ -137,7 +137,7 @@ def test_dynamic_exported_program_binds_symbolic_dims(tmp_path):
     torch = pytest.importorskip("torch")
     from tvm import relax
 
-    from tvm_fusion_ext.evaluation import load_workload
+    from tvm_fusion_ext.driver.evaluation import load_workload
 
     class AddRelu(torch.nn.Module):
         def forward(self, x, y):
@@ -159,7 +159,7 @@ def test_dynamic_exported_program_binds_symbolic_dims(tmp_path):
 
 
 def test_parse_input_shapes():
-    from tvm_fusion_ext.artifacts import parse_input_shapes
+    from tvm_fusion_ext.driver.artifacts import parse_input_shapes
 
     assert parse_input_shapes(["x:[1,3,224,224]", "y:[2, 4] in:0:[5]"]) == {
         "x": [1, 3, 224, 224], "y": [2, 4], "in:0": [5]}
@@ -171,7 +171,8 @@ def test_parse_input_shapes():
 def test_dsa_target_run_prints_the_simulated_profile(tmp_path, capsys):
     import tvm
 
-    from tvm_fusion_ext import artifacts, zoo
+    from tvm_fusion_ext import zoo
+    from tvm_fusion_ext.driver import artifacts
     from tvm_fusion_ext.target_dsa import profile
 
     args = ["apollo_fig3", "--model-arg", "batch=4", "--model-arg", "features=32"]

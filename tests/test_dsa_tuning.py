@@ -10,12 +10,13 @@ from tvm.script import relax as R
 
 import tvm_fusion_ext  # noqa: F401
 from tvm_fusion_ext.pipelines import fusion_pipeline, pipeline
-from tvm_fusion_ext.target_dsa import profile, tuning
+from tvm_fusion_ext.target_dsa import profile
 from tvm_fusion_ext.target_dsa.kernel_model import kernel_model
 from tvm_fusion_ext.target_dsa.schedule import stage_kernel
 from tvm_fusion_ext.target_dsa.simulator import fits
 from tvm_fusion_ext.target_dsa.target import spec_of_target
 from tvm_fusion_ext.testing.verify import run
+from tvm_fusion_ext.tuning import dsa as tuning
 
 TARGET = tvm.target.Target("dsa/stcp920")
 SPEC = spec_of_target(TARGET)
@@ -76,7 +77,7 @@ def test_mutator_moves_one_sampled_decision(fused):
 
 def test_tuned_is_not_slower_than_untuned(tuned, executables):
     _, first, _ = tuned
-    (kernel,) = first.kernels
+    (kernel,) = first.tasks
     assert first.measured == TRIALS and kernel.measured == TRIALS
     assert kernel.best_secs <= kernel.default_secs
     inputs = _inputs(MatmulBias)
@@ -90,9 +91,9 @@ def test_tuned_is_not_slower_than_untuned(tuned, executables):
 def test_second_run_replays_the_database_without_measuring(tuned):
     work_dir, first, second = tuned
     assert second.measured == 0
-    (kernel,) = second.kernels
+    (kernel,) = second.tasks
     assert kernel.records_before == TRIALS and kernel.measured == 0
-    assert kernel.best_secs == first.kernels[0].best_secs
+    assert kernel.best_secs == first.tasks[0].best_secs
     database = tuning.open_database(work_dir, TARGET)
     assert len(database.get_all_tuning_records()) == TRIALS
     # A record replays to the schedule it was measured with.
@@ -126,6 +127,6 @@ def test_pooling_kernel_is_searched_despite_its_schedule_rule_annotation(tmp_pat
     with TARGET:
         mod = fusion_pipeline("stock", TARGET)(MaxPool)
     report = tuning.tune_kernels(mod, TARGET, str(tmp_path), 4, progress=False)
-    (kernel,) = report.kernels
+    (kernel,) = report.tasks
     assert kernel.measured == 4
     assert len(tuning.open_database(str(tmp_path), TARGET).get_all_tuning_records()) == 4

@@ -25,7 +25,8 @@ from tvm.script import relax as R
 from tvm.script import tirx as T
 
 import tvm_fusion_ext
-from tvm_fusion_ext import instrument, pipelines
+from tvm_fusion_ext import pipelines
+from tvm_fusion_ext.pipelines import instrument, registry
 from tvm_fusion_ext.testing import differential, verify
 from tvm_fusion_ext.testing.random_graphs import (
     GraphConfig,
@@ -290,7 +291,7 @@ def test_the_checker_sees_the_grouping_passes_of_every_strategy():
 
 def test_env_var_turns_the_checks_on_in_pipeline(monkeypatch):
     name = "test-drops-a-kernel"
-    monkeypatch.setitem(pipelines._STRATEGIES, name, pipelines.FusionStrategy(
+    monkeypatch.setitem(registry._STRATEGIES, name, registry.FusionStrategy(
         name, "drops the first kernel", lambda target: [_pass("FuseOps", _drop_first_kernel)]))
     monkeypatch.delenv(instrument.ENV_VAR, raising=False)
     inputs = verify.random_inputs(TwoKernels["main"])

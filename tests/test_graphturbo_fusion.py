@@ -10,11 +10,12 @@ from tvm import s_tir, tirx
 
 import tvm_fusion_ext  # noqa: F401  (registers graphturbo)
 from tvm_fusion_ext import zoo
+from tvm_fusion_ext.driver.static_profile import static_profile
 from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import PLANS_ATTR
 from tvm_fusion_ext.pipelines import fusion_pipeline, preprocess_passes, schedule_passes
 from tvm_fusion_ext.relax_passes.graphturbo_fusion import GraphTurboFusion
 from tvm_fusion_ext.target_dsa.pipeline import MODEL_ATTR
-from tvm_fusion_ext.target_dsa.profile import profile_details, static_profile
+from tvm_fusion_ext.target_dsa.profile import profile_details
 from tvm_fusion_ext.testing.verify import assert_same_as_unfused, build, count_kernels, random_inputs
 
 DSA = "dsa/stcp920"

@@ -6,11 +6,11 @@ import pytest
 import tvm
 from tvm import relax
 
+from tvm_fusion_ext.driver.training import lltm_loss, mlp_loss, train, training_step
 from tvm_fusion_ext.hardware.device_costs import DeviceCosts
 from tvm_fusion_ext.pipelines import preprocess_passes
 from tvm_fusion_ext.relax_passes.neoflow_fusion import NeoFlowFusion
 from tvm_fusion_ext.testing.verify import kernel_traffic
-from tvm_fusion_ext.training import lltm_loss, mlp_loss, train, training_step
 
 STEPS = 5
 COSTS = DeviceCosts(bandwidth=10e9, flops=20e9, launch=5e-6)

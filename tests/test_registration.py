@@ -13,13 +13,15 @@ from tvm_fusion_ext.testing import verify
 
 
 def test_import_twice_and_reload_are_harmless():
-    """Reloading keeps every registered strategy (a reload used to leave only none and stock,
-    and later tests in the same process could not find graphturbo)."""
-    before = set(tvm_fusion_ext.fusion_names())
+    """Reloading the strategies, the pipelines package or the package keeps every registered
+    strategy, in registration order (a reload used to leave only none and stock, and later tests
+    in the same process could not find graphturbo)."""
+    before = tvm_fusion_ext.fusion_names()
+    importlib.reload(tvm_fusion_ext.pipelines.strategies)
     importlib.reload(tvm_fusion_ext.pipelines)
     importlib.reload(tvm_fusion_ext)
-    assert {"none", "stock", "graphturbo", "apollo"} <= before
-    assert set(tvm_fusion_ext.fusion_names()) == before
+    assert {"none", "stock", "graphturbo", "apollo"} <= set(before)
+    assert tvm_fusion_ext.fusion_names() == before
 
 
 def test_passes_are_global_functions():
@@ -55,3 +57,14 @@ def test_unknown_strategy_and_policy_are_clear_errors():
 def test_random_inputs_are_never_all_zero():
     for arr in verify.random_inputs(foundation.ConvBiasReluSoftmax["main"], seed=0):
         assert np.count_nonzero(arr) == arr.size
+
+
+def test_targets_find_their_backend_by_key():
+    from tvm_fusion_ext.backends import backend_for
+    from tvm_fusion_ext.backends.cpu import CPUBackend
+    from tvm_fusion_ext.backends.dsa import DSABackend
+
+    assert isinstance(backend_for(tvm.target.Target("llvm")), CPUBackend)
+    assert isinstance(backend_for(tvm.target.Target("dsa/stcp920")), DSABackend)  # keys dsa, cpu
+    with pytest.raises(ValueError, match="target kind 'cuda' .*only for targets with a backend"):
+        tvm_fusion_ext.pipelines.lowering_passes(tvm.target.Target({"kind": "cuda", "arch": "sm_80"}))

@@ -14,7 +14,8 @@ import pytest
 from cases.foundation import ConvBiasReluSoftmax
 from tvm import rpc
 
-from tvm_fusion_ext import evaluation, tuning
+from tvm_fusion_ext import tuning
+from tvm_fusion_ext.driver import evaluation
 
 pytest.importorskip("tornado")  # the tracker needs it (dev extra)
 

@@ -15,8 +15,9 @@ from dsa_cases.relax_mods import MatmulBias
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_fusion_ext import evaluation, tuning
+from tvm_fusion_ext import tuning
 from tvm_fusion_ext.cli import main
+from tvm_fusion_ext.driver import evaluation
 from tvm_fusion_ext.pipelines import fusion_pipeline
 from tvm_fusion_ext.testing import verify
 from tvm_fusion_ext.tir_passes.default_schedule import untuned_schedule
@@ -150,7 +151,7 @@ def test_dsa_target_delegates_to_the_dsa_tuner(tmp_path):
     report = tuning.tune(MatmulBias, "stock", target, 2, str(tmp_path), progress=False)
     assert [task.name for task in report.tasks] == ["fused_matmul_add"]
     assert report.measured == 2 and math.isfinite(report.tasks[0].best_secs)
-    assert os.path.exists(tmp_path / "dsa_tuned.json")
+    assert os.path.exists(tmp_path / tuning.DONE_FILE)
     assert isinstance(tuning.open_records(str(tmp_path), target), ms.database.JSONDatabase)
 
 

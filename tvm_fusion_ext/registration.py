@@ -1,20 +1,15 @@
-"""Registration conventions shared by every pass and pipeline of the package.
+"""Registration of passes, the one registration every pass module needs.
 
-* A pass is a Python class usable in a ``tvm.transform.Sequential``; :func:`register_pass` also
-  exposes its constructor as the global function ``tvm_fusion_ext.<PassName>`` so tools that look
-  passes up by name find it.
-* A named Relax pipeline is registered under ``tvm_fusion_ext.<name>`` in TVM's pipeline map, so
-  ``tvm.compile(mod, target, relax_pipeline="tvm_fusion_ext.<name>")`` works.
-
-Both are idempotent: importing (or reloading) the package twice never raises.
+A pass is a Python class usable in a ``tvm.transform.Sequential``; :func:`register_pass` also
+exposes its constructor as the global function ``tvm_fusion_ext.<PassName>`` so tools that look
+passes up by name find it. Named pipelines are registered by
+:mod:`tvm_fusion_ext.pipelines.registration`, a layer above the passes. Registration is
+idempotent: importing (or reloading) the package twice never raises.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import tvm
-from tvm import relax
 
 PREFIX = "tvm_fusion_ext"
 
@@ -32,18 +27,3 @@ def register_pass(cls):
 
     tvm.register_global_func(f"{PREFIX}.{name}", _construct, override=True)
     return cls
-
-
-def register_relax_pipeline(name: str, factory: Callable[[], tvm.transform.Pass]) -> str:
-    """Register ``factory`` (called with no arguments, under ``with target``) as a Relax pipeline.
-
-    Returns the full registered name ``tvm_fusion_ext.<name>``. Re-registration replaces the
-    previous entry instead of raising, so reloading the package is safe.
-    """
-    full = f"{PREFIX}.{name}"
-    pipeline_map = relax.pipeline.PIPELINE_MAP
-    if full in pipeline_map:
-        pipeline_map[full] = factory
-    else:
-        relax.register_pipeline(full)(factory)
-    return full

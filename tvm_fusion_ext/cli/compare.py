@@ -2,7 +2,7 @@
 
     tvm-fusion compare --model resnet18 --fusion none,stock,torch,onnxruntime --json r.json
 
-The measuring lives in :mod:`tvm_fusion_ext.evaluation`; this module only parses and prints.
+The measuring lives in :mod:`tvm_fusion_ext.driver.evaluation`; this module only parses and prints.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import evaluation
+    from ..driver import evaluation
 
     if args.runs < 20:
         raise ValueError("--runs must be at least 20")

@@ -43,7 +43,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import artifacts, evaluation
+    from ..driver import artifacts, evaluation
     from ..pipelines import get_strategy
 
     # Cheap checks first: a typo should not wait for the model to load.

@@ -27,7 +27,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import evaluation
+    from ..driver import evaluation
     from ..explain import explain
     from ..explain.render_dot import render_dot
     from ..explain.render_svg import render_svg

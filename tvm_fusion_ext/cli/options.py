@@ -8,7 +8,7 @@ import argparse
 def add_model_arguments(parser: argparse.ArgumentParser, flag: str | None = None) -> None:
     """Add MODEL (positional, or the option ``flag`` such as ``--model``), ``--model-arg`` and ``--import``.
 
-    Every subcommand hands them to :func:`tvm_fusion_ext.evaluation.load_workload` unchanged, so a
+    Every subcommand hands them to :func:`tvm_fusion_ext.driver.evaluation.load_workload` unchanged, so a
     model means the same thing to ``compare``, ``compile``, ``tune`` and ``explain``.
     """
     model_help = "zoo model name, an .onnx file, or a torch.export.save file"

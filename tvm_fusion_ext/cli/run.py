@@ -43,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
     import tvm
     from tvm import relax
 
-    from .. import artifacts, evaluation
-    from ..testing import verify
+    from ..driver import artifacts, evaluation
+    from ..driver.build import run as run_module
 
     if args.runs < 1:
         raise ValueError("--runs must be at least 1")
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     target = artifact.tvm_target()
     threads = evaluation.configure_threads(args.threads)
     device = tvm.device(target.get_target_device_type())
-    outputs = verify.run(module, inputs, device=device)
+    outputs = run_module(module, inputs, device=device)
     mcpu = str(target.attrs.get("mcpu", ""))
     shown = f"dsa/{mcpu}" if "dsa" in target.keys else target.kind.name + (f" ({mcpu})" if mcpu else "")
     print(f"{args.library}: {artifact.model}, fusion {artifact.fusion}, policy {artifact.policy}, target {shown}")

@@ -46,7 +46,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import evaluation, tuning
+    from .. import tuning
+    from ..driver import evaluation
     from ..pipelines import get_strategy
 
     # Cheap checks first: a typo should not wait for the model to load.

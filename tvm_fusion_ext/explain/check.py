@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 from tvm import relax
 
-from ..testing.verify import kernel_traffic
+from ..analysis.kernel_traffic import kernel_traffic
 from .groups import FusionReport
 from .render_dot import render_dot
 from .render_svg import SVG_NS, render_svg
@@ -19,7 +19,7 @@ def check_report(report: FusionReport) -> tuple[str, str]:
     (SVG, DOT) texts.
 
     * one group per kernel ``FuseTIR`` makes of ``report.fused``, and the groups' boundary bytes
-      sum to that module's (:func:`~tvm_fusion_ext.testing.verify.kernel_traffic`);
+      sum to that module's (:func:`~tvm_fusion_ext.analysis.kernel_traffic.kernel_traffic`);
     * the SVG parses, has one ``kernel`` box per kernel (``fused`` on each multi-op one) and one
       ``op`` per binding;
     * the DOT has one ``subgraph cluster_*`` per multi-op group and one edge per data edge.

@@ -8,7 +8,7 @@ with
 
 * the bytes the group keeps on chip: the kernel-boundary traffic of its ops run one kernel each,
   minus that of the fused kernel (the measure of
-  :func:`~tvm_fusion_ext.testing.verify.kernel_traffic`; an intermediate tensor no longer written
+  :func:`~tvm_fusion_ext.analysis.kernel_traffic.kernel_traffic`; an intermediate tensor no longer written
   and read back, an input read once instead of once per op);
 * what the strategy records about the group, read off its passes without changing them: the
   APOLLO rules that merged it (Table 1 / Table 2 names, ``parallel`` for Layer III,
@@ -31,7 +31,7 @@ import tvm_ffi
 from tvm import relax
 
 from ..analysis.graph import DataflowGraph, NodeKind, build_graphs, tensor_bytes
-from ..evaluation import parse_target
+from ..driver.evaluation import parse_target
 from ..partitioners.apollo.micro_graphs import apollo_type, op_name
 from ..pipelines import get_strategy, preprocess_passes
 from ..relax_passes.apollo_fusion import ApolloFusion
@@ -253,7 +253,7 @@ def boundary_bytes(graph: DataflowGraph, members: Iterable[int]) -> int:
     """Bytes one kernel running ``members`` moves through main memory: every distinct tensor it
     reads from outside the group, and every member's tensor used outside (or after the block).
 
-    Of a lone ``call_tir`` this is what :func:`~tvm_fusion_ext.testing.verify.kernel_traffic` counts
+    Of a lone ``call_tir`` this is what :func:`~tvm_fusion_ext.analysis.kernel_traffic.kernel_traffic` counts
     (arguments, repeats included, plus the result); of a group, that of the kernel ``FuseTIR``
     makes (one parameter per distinct input, one output per escaping tensor).
     """

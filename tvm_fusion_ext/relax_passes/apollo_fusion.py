@@ -41,7 +41,6 @@ from ..hardware import HardwareSpec, spec_for_target
 from ..partitioners.apollo import LAYERS, TABLE_1, ApolloPartitioner, FeedbackStore
 from ..partitioners.apollo.micro_graphs import composition_pattern, extract_subgraphs, op_name
 from ..partitioners.apollo.rules import RuleLevel
-from ..pipelines import register_fusion
 from ..registration import register_pass
 from .materialize_partition import MaterializePartition, _is_primitive_or_external
 from .open_compound_ops import OpenCompoundOps
@@ -269,25 +268,3 @@ def apollo_preprocess(_target=None) -> list:
             relax.transform.EliminateCommonSubexpr(), relax.transform.DeadCodeElimination(),
             relax.transform.AnnotateTIROpPattern()]
 
-
-_PREPROCESS_NOTE = ("; extra pre-processing: compound ops opened into primitive ops at the TIR level, "
-                    "CSE and DCE (section 3)")
-
-
-@register_fusion("apollo", "APOLLO: Table 1 micro-graphs (Layer I), memory stitching (Layer II), "
-                 "parallelism stitching (Layer III), with upward feedback" + _PREPROCESS_NOTE,
-                 extra_preprocess=apollo_preprocess)
-def _apollo(target):
-    return [ApolloFusion(("I", "II", "III"))]
-
-
-@register_fusion("apollo-no-parallel", "APOLLO Layers I and II (no parallelism stitching)"
-                 + _PREPROCESS_NOTE, extra_preprocess=apollo_preprocess)
-def _apollo_no_parallel(target):
-    return [ApolloFusion(("I", "II"))]
-
-
-@register_fusion("apollo-no-stitch", "APOLLO Layer I only (Table 1 micro-graphs, no stitching)"
-                 + _PREPROCESS_NOTE, extra_preprocess=apollo_preprocess)
-def _apollo_no_stitch(target):
-    return [ApolloFusion(("I",))]

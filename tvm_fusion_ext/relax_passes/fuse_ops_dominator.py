@@ -8,8 +8,8 @@ its immediate pre-dominator, ``direction="both"`` runs forward then backward. Th
 :mod:`tvm_fusion_ext.partitioners.dominator`; the rewrite is
 :class:`~tvm_fusion_ext.relax_passes.materialize_partition.MaterializePartition`.
 
-The strategies ``dominator-forward``, ``dominator-backward`` and ``dominator-both`` are registered in
-the fusion registry.
+The strategies ``dominator-forward``, ``dominator-backward`` and ``dominator-both`` run it
+(:mod:`tvm_fusion_ext.pipelines.strategies`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import tvm
 
 from ..partitioners.dominator import DIRECTIONS, FORWARD, MAX_FUSED_OPS, DominatorPartitioner
-from ..pipelines import register_fusion
 from ..registration import register_pass
 from .materialize_partition import MaterializePartition
 
@@ -51,20 +50,3 @@ class FuseOpsDominator:
         partitioner = DominatorPartitioner(self.direction, opt_level, max_depth)
         return MaterializePartition(partitioner)(mod)
 
-
-@register_fusion("dominator-forward",
-                 "Python port of Relax FuseOps: each op fuses into its immediate post-dominator")
-def _dominator_forward(target):
-    return [FuseOpsDominator(direction="forward")]
-
-
-@register_fusion("dominator-backward",
-                 "backward fusion: each op fuses into its immediate pre-dominator (mirrored FuseOps rules)")
-def _dominator_backward(target):
-    return [FuseOpsDominator(direction="backward")]
-
-
-@register_fusion("dominator-both",
-                 "forward (post-dominator) fusion, then backward (pre-dominator) fusion of what is left")
-def _dominator_both(target):
-    return [FuseOpsDominator(direction="both")]

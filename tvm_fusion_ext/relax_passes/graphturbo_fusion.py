@@ -35,8 +35,7 @@ from tvm import relax
 
 from ..hardware.spec import spec_for_target
 from ..partitioners.graphturbo import GraphTurboPartitioner
-from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR, VARIANTS, KernelOptions
-from ..pipelines import register_fusion
+from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR, KernelOptions
 from ..registration import register_pass
 from .materialize_partition import MaterializePartition
 
@@ -84,25 +83,3 @@ class GraphTurboFusion:
                 plans.update({c: kernels[(c,)].to_json() for c in calls if (c,) in kernels})
         return out.with_attr(PLANS_ATTR, plans) if plans else out
 
-
-def _register(name: str, variant: str, description: str) -> None:
-    options = VARIANTS[variant]
-
-    @register_fusion(name, description)
-    def _strategy(target):
-        return [GraphTurboFusion(options=options)]
-
-
-_register("graphturbo", "full",
-          "GraphTurbo: sub-graphs grouped by straight/diamond/branch merges under SplitInfo "
-          "(rules (i)/(ii)); on a DSA each runs as its instances bound to cores, layer outputs "
-          "stitched in LB, weights promoted, across-layer instruction scheduling (Fig. 15 'all')")
-_register("graphturbo-instances", "instances",
-          "GraphTurbo Fig. 15 third bar: instances and buffer stitching, no across-layer "
-          "instruction scheduling")
-_register("graphturbo-lb", "lb",
-          "GraphTurbo Fig. 15 second bar: layer outputs kept in LB where they fit, sub-graphs not "
-          "split into instances (only bound to cores), no instruction scheduling")
-_register("graphturbo-gb", "gb",
-          "GraphTurbo Fig. 15 first bar: layer outputs kept in GB (LLB), no instances, no "
-          "instruction scheduling")

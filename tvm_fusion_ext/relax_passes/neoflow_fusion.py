@@ -34,12 +34,8 @@ from ..partitioners.neoflow import (
     RewardModel,
     recompute_decisions,
 )
-from ..pipelines import register_fusion
 from ..registration import register_pass
 from .materialize_partition import MaterializePartition
-from .parallel_fusion import ParallelFusion
-from .schedule_execution_order import ScheduleExecutionOrder
-from .simplify import Simplify
 
 
 @register_pass
@@ -126,17 +122,3 @@ class _Rename(PyExprMutator):
 
     def visit_dataflow_var_(self, var):
         return self.rename.get(var, var)
-
-
-def _neoflow_high_level(target):
-    return [Simplify(), ParallelFusion(), Simplify()]
-
-
-@register_fusion(
-    "neoflow",
-    "NeoFlow: greedy fusion by best Eq. (4) reward with measured Pd/Pc/L; own pre-processing on "
-    "high-level Relax: MindSpore simplification, parallel fusion of ops sharing an input, "
-    "simplification again; then MindSpore BFS/DFS execution order by peak memory",
-    high_level_preprocess=_neoflow_high_level)
-def _neoflow(target):
-    return [NeoFlowFusion(), ScheduleExecutionOrder()]

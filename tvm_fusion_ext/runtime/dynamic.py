@@ -41,7 +41,7 @@ import numpy as np
 import tvm
 from tvm import relax, tirx
 
-from ..ms_builder import in_process_builder
+from ..tuning.ms_builder import in_process_builder
 
 _LOG = logging.getLogger(__name__)
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")

@@ -1,13 +1,8 @@
-"""Per-target pass lists for a DSA (the shape of TVM's ``relax/backend/<target>/pipeline.py``).
-
-``tvm_fusion_ext.pipelines`` calls these for targets whose keys hold ``"dsa"``:
-
-* :func:`schedule_passes` - MetaSchedule records (``tuned``), then the DSA staging schedule
-  (:class:`.schedule.DSASchedule`: LB/GB scopes, DMA, tiles bound to cores, matrix unit),
-  :class:`SeparateWideBuffers` (LB/GB buffers of elements wider than 32 bits get a scope of their
-  own width), then :class:`AnnotateKernelModel`, which stores each kernel's model for the simulator;
-* :func:`lowering_passes` - the relax VM runs on the host, so TVM's CPU dataflow lowering and
-  finalisation are used unchanged; the kernels go through ``target.build.c`` (:mod:`.codegen`).
+"""The DSA passes that run after the staging schedule (:class:`.schedule.DSASchedule`), in the
+order the DSA backend (:mod:`tvm_fusion_ext.backends.dsa`) runs them: :class:`SeparateWideBuffers`
+(LB/GB buffers of elements wider than 32 bits get a scope of their own width), then
+:class:`AnnotateKernelModel`, which stores each kernel's model (:data:`MODEL_ATTR`) for the
+simulator and the code generator (:mod:`.codegen`).
 """
 
 from __future__ import annotations
@@ -16,13 +11,12 @@ import json
 
 import tvm
 import tvm_ffi
-from tvm import relax, s_tir, tirx
+from tvm import s_tir, tirx
 
 from ..ir_utils import with_functions
 from ..registration import register_pass
 from .kernel_model import kernel_model
-from .schedule import GB, LB, DSASchedule
-from .target import spec_of_target
+from .schedule import GB, LB
 
 MODEL_ATTR = "dsa.kernel_model"
 # TVM's StorageRewrite packs all allocations of one tagged scope (``local.dsa_lb``,
@@ -89,26 +83,3 @@ class AnnotateKernelModel:
                 model = kernel_model(func, gvar.name_hint)
                 updates[gvar] = func.with_attr(MODEL_ATTR, json.dumps(model, sort_keys=True))
         return with_functions(mod, updates)
-
-
-def schedule_passes(target: tvm.target.Target, policy: str) -> list:
-    """TIR scheduling of one policy on the DSA (``unscheduled`` kernels run straight from DDR)."""
-    spec = spec_of_target(target)
-    if policy == "unscheduled":
-        return [AnnotateKernelModel()]
-    passes = [DSASchedule(spec), SeparateWideBuffers(), AnnotateKernelModel()]
-    if policy == "tuned":
-        if spec.matrix_shape is not None:
-            # Tuned traces replay ``tensorize`` by intrinsic name: register it before replay.
-            from .intrinsics import register_matrix_intrin
-
-            register_matrix_intrin(tuple(spec.matrix_shape))
-        passes.insert(0, relax.transform.MetaScheduleApplyDatabase(enable_warning=False))
-    return passes
-
-
-def lowering_passes(target: tvm.target.Target) -> list:
-    """The host's relax VM lowering (TVM's CPU passes); kernels are built by ``target.build.c``."""
-    from tvm.relax.backend.cpu_generic import pipeline as cpu
-
-    return cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)

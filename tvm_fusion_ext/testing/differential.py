@@ -1,7 +1,7 @@
 """Differential testing of every fusion strategy against the unfused module (issue 11, item 2).
 
 :func:`check_module` compiles one module under every registered strategy (``fusion_names()``) on
-each target, with the invariant checks of :mod:`tvm_fusion_ext.instrument` on, runs it on random
+each target, with the invariant checks of :mod:`tvm_fusion_ext.pipelines.instrument` on, runs it on random
 non-zero inputs and compares with the unfused module compiled once for ``FAST_LLVM`` (``none``,
 ``unscheduled``), under ``verify.TOLERANCES``. Outcomes per strategy and target: ``ill-formed`` (an
 invariant broke), ``crash`` (any other exception while compiling or running), ``mismatch``.
@@ -27,8 +27,8 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from ..instrument import InvariantError, checking_invariants, run_checked
 from ..pipelines import fusion_names, fusion_pipeline, lowering_passes, schedule_passes
+from ..pipelines.instrument import InvariantError, checking_invariants, run_checked
 from . import verify
 
 # LLVM without its optimisations: what the bounded fuzz test compiles for (about half the codegen

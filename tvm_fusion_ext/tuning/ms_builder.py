@@ -1,12 +1,10 @@
-"""MetaSchedule pieces shared by every tuning entry point of the package (``tuning``,
-``target_dsa.tuning``): the in-process builder, on-demand tensor intrinsics, resume bookkeeping,
-per-task loggers and the trial progress bar."""
+"""MetaSchedule pieces shared by the tuning drivers (:mod:`.cpu`, :mod:`.dsa`): the in-process
+builder, on-demand tensor intrinsics, per-task loggers and the trial progress bar."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import logging
 import os
 import sys
@@ -14,7 +12,6 @@ import tempfile
 import types
 
 import tvm
-import tvm_ffi
 
 
 def in_process_builder(artifact: str = "candidate.tar"):
@@ -94,43 +91,6 @@ def only_tensor_intrinsics(families: tuple[str, ...] | None):
         yield
     finally:
         sys.modules.pop(_TENSOR_INTRIN, None)
-
-
-# ---- resume bookkeeping ------------------------------------------------------------------------
-def workload_key(mod: tvm.IRModule) -> int:
-    """The key of a kernel in a database (``module_equality="structural"``)."""
-    return tvm_ffi.structural_hash(mod)
-
-
-def record_counts(database) -> dict[int, int]:
-    """Tuning records per workload (:func:`workload_key`) in ``database``."""
-    counts: dict[int, int] = {}
-    for record in database.get_all_tuning_records():
-        key = workload_key(record.workload.mod)
-        counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
-def load_done(path: str) -> dict[str, int]:
-    """Per workload key, the largest per-kernel budget a run completed (``{}`` when missing).
-
-    A search may stop short of its budget (a small space is exhausted); the file tells a resumed
-    run that such a kernel is done for that budget all the same.
-    """
-    if not os.path.exists(path):
-        return {}
-    try:
-        with open(path) as f:
-            return {str(k): int(v) for k, v in json.load(f).items()}
-    except (ValueError, AttributeError) as err:
-        raise ValueError(f"{path}: corrupt tuning progress file ({err}); delete it to re-tune") from None
-
-
-def save_done(path: str, done: dict[str, int]) -> None:
-    """Write :func:`load_done`'s mapping atomically."""
-    with open(path + ".tmp", "w") as f:
-        json.dump(done, f, indent=1, sort_keys=True)
-    os.replace(path + ".tmp", path)
 
 
 # ---- logs and progress ---------------------------------------------------------------------------

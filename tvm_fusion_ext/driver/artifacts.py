@@ -1,11 +1,11 @@
-"""Model files in, compiled artifacts out: what ``tvm-fusion export / compile / run`` share (issue 9).
+"""Model files in, compiled artifacts out: what ``tvm-fusion export / compile / run`` share.
 
 * Input shapes: :func:`parse_input_shapes` reads tvmc's ``name:[1,3,224,224]`` syntax;
   :func:`bind_onnx_input_shapes` and :func:`bind_relax_input_shapes` make a model's dynamic
   input dimensions static, and name the input (and its dimensions) when one is left dynamic.
 * :func:`compile_model`: a Relax module through one strategy's complete pipeline
-  (:func:`pipelines.pipeline`), under a MetaSchedule database for the ``tuned`` policy, with
-  :class:`DumpPhases` writing the module after each phase (:data:`pipelines.PHASES`).
+  (:func:`~tvm_fusion_ext.pipelines.pipeline`), under a MetaSchedule database for the ``tuned`` policy, with
+  :class:`DumpPhases` writing the module after each phase (:data:`~tvm_fusion_ext.pipelines.PHASES`).
 * :func:`save_artifact` / :func:`load_artifact`: one shared library (``export_library``) that
   ``tvm.runtime.load_module`` + ``relax.VirtualMachine`` run, and beside it a JSON sidecar
   ``<library>.json`` (:class:`Artifact`: inputs, target, fusion, policy and, on a DSA target, the
@@ -25,7 +25,9 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .pipelines import PHASE_PREFIX, POLICIES, get_strategy
+from ..backends import backend_for
+from ..pipelines import PHASE_PREFIX, POLICIES, get_strategy
+from .build import build, instrumented
 
 SIDECAR_SUFFIX = ".json"
 ARTIFACT_FORMAT = "tvm_fusion_ext.artifact/1"
@@ -169,14 +171,12 @@ class DumpPhases:
 
 
 def check_target_buildable(target: tvm.target.Target) -> None:
-    """A ``ValueError`` when this TVM build has no code generator for ``target``'s kind, or the
-    package's pipelines do not lower for it (they lower for CPUs and DSA targets)."""
+    """A ``ValueError`` when this TVM build has no code generator for ``target``'s kind, or no
+    backend of the package's pipelines schedules and lowers for it (:mod:`tvm_fusion_ext.backends`)."""
     kind = target.kind.name
     if tvm.get_global_func(f"target.build.{kind}", allow_missing=True) is None:
         raise ValueError(f"target kind {kind!r}: this TVM build has no code generator for it")
-    if "cpu" not in target.keys:
-        raise ValueError(f"target kind {kind!r} (keys {', '.join(target.keys)}): the fusion pipelines "
-                         "schedule and lower for CPU (llvm) and DSA (dsa/*) targets only")
+    backend_for(target)
 
 
 def compile_model(mod: tvm.IRModule, fusion: str, target: tvm.target.Target, policy: str = "untuned",
@@ -186,9 +186,6 @@ def compile_model(mod: tvm.IRModule, fusion: str, target: tvm.target.Target, pol
     ``tuned`` applies the records of ``database`` (a MetaSchedule database; kernels without a
     record get the untuned schedule). ``dump_ir`` names a directory for :class:`DumpPhases`.
     """
-    from .evaluation import instrumented
-    from .testing import verify
-
     get_strategy(fusion)
     if policy not in POLICIES:
         raise ValueError(f"unknown scheduling policy {policy!r}; known: {', '.join(POLICIES)}")
@@ -202,7 +199,7 @@ def compile_model(mod: tvm.IRModule, fusion: str, target: tvm.target.Target, pol
         dump.write("input", mod)
         instruments.append(dump)
     with instrumented(*instruments), (database if database is not None else contextlib.nullcontext()):
-        return verify.build(mod, fusion, target, policy)
+        return build(mod, fusion, target, policy)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -296,7 +293,7 @@ def save_artifact(executable, path: str, artifact: Artifact) -> str:
     sidecar's path. On a DSA target the kernel models are read off the executable's C source."""
     target = artifact.tvm_target()
     if "dsa" in target.keys and artifact.dsa_kernel_models is None:
-        from .target_dsa.codegen import kernel_models
+        from ..target_dsa.codegen import kernel_models
 
         artifact.dsa_kernel_models = kernel_models(executable)
     directory = os.path.dirname(os.path.abspath(path))

@@ -1,4 +1,4 @@
-"""MetaSchedule on the DSA (issue 7, item 6): design space, simulated builder/runner, XGBoost.
+"""The DSA tuning driver: design space, simulated builder/runner, XGBoost (docs/dsa.md, "Tuning").
 
 The design space of one kernel is the :class:`.schedule.Decisions` of the DSA staging schedule
 (GraphTurbo sections 1 and 4.1): the output tile (only tiles whose staged working set fits LB),
@@ -23,10 +23,8 @@ way MetaSchedule's own rules express structural choices (e.g. ``meta_schedule.un
 
 :func:`tune_kernels` tunes the kernels of a fused module one task at a time into a JSON database
 (``work_dir``), seeds every kernel with the untuned default decisions (measured by the same
-simulator, so the best record is never slower than the untuned schedule), and resumes: a kernel
-that already has ``trials`` records in the database, or whose search with that budget finished
-(``dsa_tuned.json`` in ``work_dir``; a small space can run out before the budget), is not
-measured again.
+simulator, so the best record is never slower than the untuned schedule), and resumes as
+:class:`.core.Resume` says.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ import logging
 import os
 import random
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import tvm
 import tvm_ffi
@@ -49,20 +47,9 @@ from tvm.s_tir.meta_schedule.mutator import PyMutator
 from tvm.s_tir.meta_schedule.postproc import PyPostproc
 from tvm.s_tir.meta_schedule.runner import PyRunner, RunnerFuture, RunnerResult
 
-from ..ms_builder import (
-    close_logger,
-    load_done,
-    only_tensor_intrinsics,
-    progress_bar,
-    quiet_meta_schedule,
-    record_counts,
-    save_done,
-    task_logger,
-    trial_progress,
-)
-from .intrinsics import register_matrix_intrin
-from .kernel_model import kernel_model
-from .schedule import (
+from ..target_dsa.intrinsics import register_matrix_intrin
+from ..target_dsa.kernel_model import kernel_model
+from ..target_dsa.schedule import (
     Decisions,
     Decline,
     contraction,
@@ -72,9 +59,18 @@ from .schedule import (
     stage_kernel,
     tile_candidates,
 )
-from .simulator import fits, kernel_cycles
-from .spec import DSASpec
-from .target import spec_of_target
+from ..target_dsa.simulator import fits, kernel_cycles
+from ..target_dsa.spec import DSASpec
+from ..target_dsa.target import spec_of_target
+from .core import Resume, TaskReport, TuneReport, successful_secs, workload_key
+from .ms_builder import (
+    close_logger,
+    only_tensor_intrinsics,
+    progress_bar,
+    quiet_meta_schedule,
+    task_logger,
+    trial_progress,
+)
 
 KNOBS = ("tile", "k_chunk", "matrix", "double_buffer", "cores")
 ANNOTATION = "dsa.decision."
@@ -82,10 +78,6 @@ ANNOTATION = "dsa.decision."
 MAX_SPACE_TILES = 16
 MAX_SPACE_K_CHUNKS = 4
 _LOG = logging.getLogger(__name__)
-# Per workload (structural hash), the largest per-kernel budget a run completed.
-DONE_FILE = "dsa_tuned.json"
-# Run times at or above this are failed runs (MetaSchedule commits those as 1e10 s).
-_FAILED_SECS = 1e9
 
 
 # ---- the design space of one kernel ----------------------------------------------------------
@@ -328,24 +320,6 @@ class SimRunner(PyRunner):
 
 
 # ---- tuning driver -----------------------------------------------------------------------
-@dataclass
-class KernelReport:
-    name: str
-    records_before: int
-    measured: int
-    default_secs: float | None
-    best_secs: float | None
-    best: Decisions | None = None
-
-
-@dataclass
-class TuneReport:
-    database: ms.database.Database
-    measured: int = 0
-    kernels: list[KernelReport] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-
-
 def open_database(work_dir: str, target: tvm.target.Target) -> ms.database.JSONDatabase:
     """The JSON database in ``work_dir`` (created if missing). Records replay ``tensorize`` with
     the target's matrix intrinsic and loading parses them, so it is registered first."""
@@ -379,15 +353,9 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
     spec = spec_of_target(target)
     database = open_database(work_dir, target)
     tasks, declined = tunable_tasks(mod, target)
-    counts = record_counts(database)
-    done_path = os.path.join(work_dir, DONE_FILE)
-    done = load_done(done_path)
-    report = TuneReport(database, skipped=list(declined))
-    remaining = {}
-    for task in tasks:
-        key = _hash(task.dispatched[0])
-        complete = done.get(str(key), 0) >= trials
-        remaining[task.task_name] = 0 if complete else max(0, trials - counts.get(key, 0))
+    resume = Resume(database, work_dir, trials)
+    report = TuneReport(database, work_dir, trials, skipped=list(declined))
+    remaining = {task.task_name: resume.remaining(task.dispatched[0]) for task in tasks}
     bar = progress_bar(sum(remaining.values()), progress)
     runner = SimRunner()
     builder = SimBuilder()
@@ -397,7 +365,7 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
     quiet_meta_schedule(progress)
     for index, task in enumerate(tasks):
         workload_mod = task.dispatched[0]
-        before = counts.get(_hash(workload_mod), 0)
+        before = resume.records_before(workload_mod)
         left = remaining[task.task_name]
         measured_before = runner.measured
         if bar is not None:
@@ -430,10 +398,8 @@ def tune_kernels(mod: tvm.IRModule, target: tvm.target.Target, work_dir: str, tr
         if remaining[task.task_name] > 0:
             # The search may stop short of the budget (a small space is exhausted); the kernel
             # is still done for this budget, so a resumed run does not search it again.
-            done[str(_hash(workload_mod))] = max(trials, done.get(str(_hash(workload_mod)), 0))
-            save_done(done_path, done)
-        report.measured = runner.measured
-        report.kernels.append(_kernel_report(database, task, before, runner.measured - measured_before, spec))
+            resume.mark_done(workload_mod)
+        report.tasks.append(_task_report(database, task, before, runner.measured - measured_before, spec))
     if bar is not None:
         bar.close()
     return report
@@ -461,23 +427,23 @@ def _commit_default(database, workload_mod: tvm.IRModule, target, spec: DSASpec)
     return True
 
 
-def _kernel_report(database, task, before: int, measured: int, spec: DSASpec) -> KernelReport:
+def _task_report(database, task, before: int, measured: int, spec: DSASpec) -> TaskReport:
     workload_mod = task.dispatched[0]
     space = kernel_space(workload_mod["main"], spec)
     default_choice = _sampled(space, space.index_of(space.default))
     default_secs = best_secs = best = None
     for record in database.get_all_tuning_records():
-        if _hash(record.workload.mod) != _hash(workload_mod) or not record.run_secs:
+        if workload_key(record.workload.mod) != workload_key(workload_mod):
             continue
-        secs = float(record.run_secs[0])
-        if secs >= _FAILED_SECS:
+        secs = successful_secs(record)
+        if secs is None:
             continue
         choice = _trace_choice(record.trace)
         if choice == default_choice:
             default_secs = secs
         if best_secs is None or secs < best_secs:
             best_secs, best = secs, space.decisions(choice)
-    return KernelReport(task.task_name, before, measured, default_secs, best_secs, best)
+    return TaskReport(task.task_name, before, measured, best_secs, default_secs=default_secs, best=best)
 
 
 def _sampled(space: KernelSpace, choice: dict[str, int]) -> dict[str, int]:
@@ -516,10 +482,6 @@ def _blocks(func: tirx.PrimFunc) -> list:
     blocks = []
     tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)], order="pre")
     return [b for b in blocks if b.name_hint != "root"]
-
-
-def _hash(mod: tvm.IRModule) -> int:
-    return tvm_ffi.structural_hash(mod)
 
 
 def _divisors(n: int) -> list[int]:

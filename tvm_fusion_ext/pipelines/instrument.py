@@ -1,4 +1,4 @@
-"""Invariants checked after every pass of a pipeline when a debug flag is on (issue 11, item 3).
+"""Invariants checked after every pass of a pipeline when a debug flag is on.
 
 :class:`CheckInvariants` is a ``tvm.ir.instrument.PassInstrument``; it sees every pass, nested ones
 included, and raises :class:`InvariantError` naming the pass that broke:
@@ -13,7 +13,7 @@ included, and raises :class:`InvariantError` naming the pass that broke:
   more) and every PrimFunc passes TIR's ``verify_well_formed``; the final build then compiles each
   of them.
 
-``pipelines.pipeline`` runs its passes through :func:`run_checked`, which installs the instrument
+:func:`.phases.pipeline` runs its passes through :func:`run_checked`, which installs the instrument
 when the environment variable ``TVM_FUSION_EXT_CHECK`` is ``1`` (or inside
 :func:`checking_invariants`). The checks run in a nested ``PassContext`` that keeps the current
 opt level, config and required/disabled passes but carries only this instrument.

@@ -25,6 +25,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from .build import build
+
 LOSS = "loss"
 
 
@@ -77,8 +79,6 @@ def train(step_module: tvm.IRModule, problem: TrainingProblem, steps: int,
           fusion: str | tvm.transform.Pass = "none", target="llvm", policy: str = "untuned"
           ) -> list[float]:
     """Compile ``step_module`` under ``fusion`` and run ``steps`` SGD steps; returns the losses."""
-    from .testing.verify import build
-
     vm = relax.VirtualMachine(build(step_module, fusion, target, policy), tvm.cpu())
     inputs = [tvm.runtime.tensor(x) for x in problem.inputs]
     params = [tvm.runtime.tensor(p) for p in problem.params]

@@ -3,9 +3,9 @@
 For every requested strategy the same Relax module is compiled under the same scheduling policy,
 so fusion is the only difference between two rows. Each row reports
 
-* ``kernels`` / ``boundary_bytes``: :func:`testing.verify.kernel_traffic` of the module after the
-  strategy's :func:`pipelines.fusion_pipeline` (kernels per inference, bytes crossing them);
-* ``compile_s``: wall time of the complete ``tvm.compile`` (:func:`testing.verify.build`; under
+* ``kernels`` / ``boundary_bytes``: :func:`~tvm_fusion_ext.analysis.kernel_traffic.kernel_traffic` of
+  the module after the strategy's :func:`~tvm_fusion_ext.pipelines.fusion_pipeline` (kernels per inference, bytes crossing them);
+* ``compile_s``: wall time of the complete ``tvm.compile`` (:func:`.build.build`; under
   ``tuned`` the tuning itself is not included);
 * ``latency_ms``: median of at least ``min_runs`` timed runs after warm-up;
 * ``max_abs_err``: against the reference outputs (PyTorch eager for zoo models and saved
@@ -36,9 +36,11 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .pipelines import POLICIES, fusion_names, fusion_pipeline, get_strategy
-from .testing import verify
-from .tuning import tune_strategy, tuning_target
+from ..analysis.kernel_traffic import kernel_traffic
+from ..pipelines import POLICIES, fusion_names, fusion_pipeline, get_strategy
+from ..tuning import tune_strategy, tuning_target
+from .artifacts import bind_onnx_input_shapes, bind_relax_input_shapes
+from .build import build, instrumented, max_abs_error, random_inputs, run
 
 REFERENCE_ROWS = ("torch", "onnxruntime")
 # A model argument ending in one of these is a file (a missing one is "no such file").
@@ -77,7 +79,7 @@ def load_workload(model: str, model_args: list[str] | None = None, importer: str
     dimensions (:mod:`.artifacts`); a dimension left dynamic is an error naming the input.
     User mistakes raise ``ValueError`` with a one-line message.
     """
-    from . import zoo
+    from .. import zoo
 
     if importer not in (None, *zoo.IMPORTERS):
         raise ValueError(f"unknown import path {importer!r}; known: {', '.join(zoo.IMPORTERS)}")
@@ -103,14 +105,13 @@ def load_workload(model: str, model_args: list[str] | None = None, importer: str
 
 
 def _onnx_file_workload(path: str, importer: str | None, input_shapes: dict | None) -> Workload:
-    from .artifacts import bind_onnx_input_shapes
-    from .zoo import frontends
+    from ..zoo import frontends
 
     if importer == "torch":
         raise ValueError(f"{path}: an ONNX file can only be imported with --import onnx")
     model = bind_onnx_input_shapes(frontends.load_onnx_file(path), input_shapes, path)
     mod = _import(lambda: frontends.relax_from_onnx(model), path)
-    inputs = verify.random_inputs(mod["main"])
+    inputs = random_inputs(mod["main"])
     data = model.SerializeToString()
     reference = _onnxruntime_session(data, [name for name, _, _ in frontends.onnx_input_specs(model)],
                                      inputs, threads=None)
@@ -120,8 +121,7 @@ def _onnx_file_workload(path: str, importer: str | None, input_shapes: dict | No
 def _exported_program_workload(path: str, importer: str | None, input_shapes: dict | None) -> Workload:
     import torch
 
-    from .artifacts import bind_relax_input_shapes
-    from .zoo import flatten_outputs, frontends
+    from ..zoo import flatten_outputs, frontends
 
     program = frontends.load_exported_program(path)
     module = program.module()
@@ -136,7 +136,7 @@ def _exported_program_workload(path: str, importer: str | None, input_shapes: di
         mod = bind_relax_input_shapes(_import(lambda: frontends.relax_from_exported_program(program), path),
                                       input_shapes, path)
         if not torch_inputs or input_shapes:   # inputs of the bound shapes
-            torch_inputs = tuple(torch.from_numpy(x) for x in verify.random_inputs(mod["main"]))
+            torch_inputs = tuple(torch.from_numpy(x) for x in random_inputs(mod["main"]))
     names = [f"input{i}" for i in range(len(torch_inputs))]
     if importer == "onnx":
         mod = _import(lambda: frontends.relax_from_onnx(frontends.onnx_bytes(module, torch_inputs, names)), path)
@@ -372,18 +372,18 @@ def _tvm_row(workload: Workload, name: str, target: tvm.target.Target, policy: s
     capture = _CaptureFused(name)
     start = time.perf_counter()
     with instrumented(capture), (database if database is not None else contextlib.nullcontext()):
-        executable = verify.build(workload.mod, name, target, policy)
+        executable = build(workload.mod, name, target, policy)
     compile_s = time.perf_counter() - start
     if capture.fused is None:
         raise RuntimeError(f"pipeline of {name!r} never ran its fusion stage {capture.pass_name!r}")
-    traffic = verify.kernel_traffic(capture.fused)
-    error = verify.max_abs_error(verify.run(executable, workload.inputs), workload.expected)
+    traffic = kernel_traffic(capture.fused)
+    error = max_abs_error(run(executable, workload.inputs), workload.expected)
     vm = relax.VirtualMachine(executable, tvm.cpu())
     args = [tvm.runtime.tensor(x) for x in workload.inputs]
     main = vm["main"]
     row = Row(name, traffic.kernels, traffic.boundary_bytes, compile_s, math.nan, error)
     if "dsa" in target.keys:  # simulated, not timed on the host
-        from .target_dsa import profile
+        from ..target_dsa import profile
 
         row.dsa = profile(executable, workload.inputs, target)
     return (lambda: main(*args)), row
@@ -403,19 +403,10 @@ class _CaptureFused:
             self.fused = mod
 
 
-def instrumented(*instruments) -> tvm.transform.PassContext:
-    """The current PassContext with ``instruments`` added."""
-    current = tvm.transform.PassContext.current()
-    return tvm.transform.PassContext(opt_level=current.opt_level, config=dict(current.config),
-                                     required_pass=list(current.required_pass),
-                                     disabled_pass=list(current.disabled_pass),
-                                     instruments=[*current.instruments, *instruments])
-
-
 def _torch_row(workload: Workload, threads: int) -> tuple[Callable, Row]:
     import torch
 
-    from .zoo import flatten_outputs
+    from ..zoo import flatten_outputs
 
     if workload.torch_module is None:
         raise ValueError(f"{workload.name}: the torch row needs a zoo model or a saved ExportedProgram")
@@ -426,7 +417,7 @@ def _torch_row(workload: Workload, threads: int) -> tuple[Callable, Row]:
         with torch.no_grad():
             return module(*inputs)
 
-    error = verify.max_abs_error(flatten_outputs(call()), workload.expected)
+    error = max_abs_error(flatten_outputs(call()), workload.expected)
     return call, Row("torch", None, None, None, math.nan, error)
 
 
@@ -442,7 +433,7 @@ def _onnxruntime_row(workload: Workload, threads: int) -> tuple[Callable, Row]:
     start = time.perf_counter()
     call = _onnxruntime_session(data, names, workload.inputs, threads)
     compile_s = time.perf_counter() - start
-    error = verify.max_abs_error(call(), workload.expected)
+    error = max_abs_error(call(), workload.expected)
     return call, Row("onnxruntime", None, None, compile_s, math.nan, error)
 
 

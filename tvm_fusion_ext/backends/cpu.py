@@ -1,0 +1,45 @@
+"""The CPU backend (target key ``"cpu"``: ``llvm`` and ``c`` targets).
+
+Graph: batch norms after convs folded into the conv weights
+(:class:`~tvm_fusion_ext.relax_passes.fold_batch_norm.FoldBatchNormIntoConv`).
+Scheduling: ``unscheduled`` adds nothing; ``untuned`` is the default schedule
+(:mod:`tvm_fusion_ext.tir_passes.default_schedule`), with constant weights marked layout-free
+before it and their packing folded into constants after it (the order of TVM's
+``relax.pipeline.static_shape_tuning_pipeline`` with ``cpu_weight_prepack=True``), followed by
+:class:`~tvm_fusion_ext.tir_passes.vector_erf.VectorErf` and
+:class:`~tvm_fusion_ext.tir_passes.vector_exp.VectorExp` (float32 erf and exp as vectorisable
+polynomials); ``tuned`` first applies the MetaSchedule records of the database in scope
+(``ms.database``) and gives whatever the database lacks the untuned schedule. Lowering is TVM's
+own, from ``python/tvm/relax/backend/cpu_generic/pipeline.py``.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
+
+from ..relax_passes.fold_batch_norm import FoldBatchNormIntoConv
+from ..tir_passes.default_schedule import default_schedule_pass
+from ..tir_passes.vector_erf import VectorErf
+from ..tir_passes.vector_exp import VectorExp
+from .registry import register_backend
+
+
+@register_backend("cpu")
+class CPUBackend:
+    def graph_passes(self, target: tvm.target.Target) -> list:
+        return [FoldBatchNormIntoConv()]
+
+    def schedule_passes(self, target: tvm.target.Target, policy: str) -> list:
+        if policy == "unscheduled":
+            return []
+        untuned = [relax.transform.AttachAttrLayoutFreeBuffers(), default_schedule_pass(target),
+                   relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant(),
+                   relax.transform.DeadCodeElimination(), VectorErf(), VectorExp()]
+        if policy == "tuned":
+            return [relax.transform.MetaScheduleApplyDatabase(enable_warning=False), *untuned]
+        return untuned
+
+    def lowering_passes(self, target: tvm.target.Target) -> list:
+        return cpu_generic.dataflow_lower_passes(target) + cpu_generic.finalize_passes(target)

@@ -1,0 +1,47 @@
+"""The DSA backend (target key ``"dsa"``: the ``dsa/<name>`` tags of :mod:`tvm_fusion_ext.target_dsa`).
+
+Scheduling: MetaSchedule records (``tuned``), then the DSA staging schedule
+(:class:`~tvm_fusion_ext.target_dsa.schedule.DSASchedule`: LB/GB scopes, DMA, tiles bound to cores,
+matrix unit), :class:`~tvm_fusion_ext.target_dsa.pipeline.SeparateWideBuffers` (LB/GB buffers of
+elements wider than 32 bits get a scope of their own width), then
+:class:`~tvm_fusion_ext.target_dsa.pipeline.AnnotateKernelModel`, which stores each kernel's model
+for the simulator; ``unscheduled`` kernels run straight from DDR. Lowering: the relax VM runs on
+the host, so TVM's CPU dataflow lowering and finalisation are used unchanged; the kernels go
+through ``target.build.c`` (:mod:`tvm_fusion_ext.target_dsa.codegen`).
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
+
+from ..target_dsa.pipeline import AnnotateKernelModel, SeparateWideBuffers
+from ..target_dsa.schedule import DSASchedule
+from ..target_dsa.target import spec_of_target
+from .registry import register_backend
+
+
+@register_backend("dsa")
+class DSABackend:
+    def graph_passes(self, target: tvm.target.Target) -> list:
+        """None: the DSA's simulated figures are measured on the graph as imported."""
+        return []
+
+    def schedule_passes(self, target: tvm.target.Target, policy: str) -> list:
+        spec = spec_of_target(target)
+        if policy == "unscheduled":
+            return [AnnotateKernelModel()]
+        passes = [DSASchedule(spec), SeparateWideBuffers(), AnnotateKernelModel()]
+        if policy == "tuned":
+            if spec.matrix_shape is not None:
+                # Tuned traces replay ``tensorize`` by intrinsic name: register it before replay.
+                from ..target_dsa.intrinsics import register_matrix_intrin
+
+                register_matrix_intrin(tuple(spec.matrix_shape))
+            passes.insert(0, relax.transform.MetaScheduleApplyDatabase(enable_warning=False))
+        return passes
+
+    def lowering_passes(self, target: tvm.target.Target) -> list:
+        """The host's relax VM lowering (TVM's CPU passes); kernels are built by ``target.build.c``."""
+        return cpu_generic.dataflow_lower_passes(target) + cpu_generic.finalize_passes(target)

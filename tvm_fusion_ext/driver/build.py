@@ -1,0 +1,100 @@
+"""Compile and run helpers of the application layer (``cli/``, ``scripts/``, :mod:`.evaluation`,
+:mod:`.artifacts`, :mod:`.training`), also the base of the test helpers in
+:mod:`tvm_fusion_ext.testing.verify`.
+
+* :func:`build` compiles a Relax module through a named fusion strategy (or any pass) for a target,
+  and :func:`instrumented` adds pass instruments to the compile in scope;
+* :func:`run` runs a compiled module; :func:`random_inputs` makes random, never all-zero inputs
+  for a function's tensor parameters;
+* :func:`max_abs_error` measures output differences without asserting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from ..pipelines import pipeline
+
+
+def build(mod: tvm.IRModule, fusion: str | tvm.transform.Pass = "none", target="llvm",
+          policy: str = "untuned") -> relax.VMExecutable:
+    """Compile ``mod`` through strategy ``fusion`` (a registered name) or a complete pass."""
+    target = tvm.target.Target(target) if isinstance(target, (str, dict)) else target
+    relax_pipeline = pipeline(fusion, target, policy) if isinstance(fusion, str) else fusion
+    return tvm.compile(mod, target=target, relax_pipeline=relax_pipeline)
+
+
+def run(executable, inputs, func_name: str = "main", device=None) -> list[np.ndarray]:
+    """Run ``func_name`` of a compiled module; returns its outputs flattened to a list of arrays."""
+    vm = relax.VirtualMachine(executable, device or tvm.cpu())
+    result = vm[func_name](*[tvm.runtime.tensor(x) for x in inputs])
+    return _flatten(result)
+
+
+def random_inputs(func: relax.Function, seed: int = 0) -> list[np.ndarray]:
+    """Random values for every tensor parameter of ``func`` (static shapes only), never all zeros.
+
+    Floats are drawn from U(-1, 1) shifted away from 0; integers from [0, 8) with at least one 1.
+    """
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for param in func.params:
+        ty = param.ty
+        if not isinstance(ty, relax.TensorType) or ty.shape is None:
+            raise ValueError(f"parameter {param.name} has no static tensor type: {ty}")
+        try:
+            shape = [int(dim) for dim in ty.shape.values]
+        except TypeError as err:
+            raise ValueError(f"parameter {param.name} has a symbolic shape {ty.shape}") from err
+        arrays.append(_random_array(rng, shape, str(ty.dtype)))
+    return arrays
+
+
+def _random_array(rng, shape, dtype: str) -> np.ndarray:
+    if dtype.startswith(("float", "bfloat")):
+        values = rng.uniform(-1.0, 1.0, size=shape)
+        values = np.where(np.abs(values) < 1e-3, 0.5, values)
+        return values.astype(dtype)
+    if dtype == "bool":
+        values = rng.integers(0, 2, size=shape).astype(bool)
+        values.flat[0] = True
+        return values
+    values = rng.integers(0, 8, size=shape).astype(dtype)
+    values.flat[0] = 1
+    return values
+
+
+def _flatten(result) -> list[np.ndarray]:
+    if isinstance(result, tvm.runtime.Tensor):
+        return [result.numpy()]
+    if isinstance(result, (list, tuple)) or hasattr(result, "__len__"):
+        out = []
+        for item in result:
+            out.extend(_flatten(item))
+        return out
+    return [np.asarray(result)]
+
+
+def max_abs_error(actual, expected) -> float:
+    """Largest absolute difference over all outputs (shapes must match; no tolerance applied)."""
+    assert len(actual) == len(expected), f"{len(actual)} outputs vs {len(expected)}"
+    worst = 0.0
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        a, e = np.asarray(a), np.asarray(e)
+        assert a.shape == e.shape, f"output {i}: shape {a.shape} vs {e.shape}"
+        if a.size:
+            worst = max(worst, float(np.max(np.abs(a.astype("float64") - e.astype("float64")))))
+    return worst
+
+
+
+
+def instrumented(*instruments) -> tvm.transform.PassContext:
+    """The current PassContext with ``instruments`` added."""
+    current = tvm.transform.PassContext.current()
+    return tvm.transform.PassContext(opt_level=current.opt_level, config=dict(current.config),
+                                     required_pass=list(current.required_pass),
+                                     disabled_pass=list(current.disabled_pass),
+                                     instruments=[*current.instruments, *instruments])
