@@ -26,6 +26,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..analysis.graph import static_shape
+from ..ir_utils import is_primitive
 from ..registration import register_pass
 
 # Search limits, in one place (Inductor style).
@@ -238,7 +239,7 @@ class ParallelFusion:
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or (func.attrs and "Primitive" in func.attrs):
+            if not isinstance(func, relax.Function) or is_primitive(func):
                 continue
             rewriter = _Rewriter(mod)
             new_func = rewriter.visit_expr(func)

@@ -15,6 +15,7 @@ from tvm import relax
 
 from ..analysis.execution_order import choose_order
 from ..analysis.graph import build_graphs
+from ..ir_utils import is_primitive
 from ..registration import register_pass
 
 _LOG = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ class ScheduleExecutionOrder:
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         mod = mod.clone()
         for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or (func.attrs and "Primitive" in func.attrs):
+            if not isinstance(func, relax.Function) or is_primitive(func):
                 continue
             if not isinstance(func.body, relax.SeqExpr):
                 continue

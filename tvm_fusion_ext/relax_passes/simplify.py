@@ -38,6 +38,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..analysis.graph import static_shape
+from ..ir_utils import is_primitive
 from ..registration import register_pass
 
 MAX_ITERATIONS = 16  # fixed-point bound; real modules settle in 2-3 rounds
@@ -286,7 +287,7 @@ class AlgebraicSimplify:
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or (func.attrs and "Primitive" in func.attrs):
+            if not isinstance(func, relax.Function) or is_primitive(func):
                 continue
             rewriter = _AlgebraicSimplifier(mod, self.counters)
             new_func = rewriter.visit_expr(func)
