@@ -238,7 +238,7 @@ def _with_main(mod, body):
 
 
 def test_invariants_catch_a_lost_binding():
-    bad = _pass("MaterializePartition", _drop_first_kernel)
+    bad = _pass("tvm_fusion_ext.MaterializePartition", _drop_first_kernel)
     assert bad(TwoKernels) is not None  # unchecked, the bad pass goes through
     with instrument.checking_invariants(), pytest.raises(instrument.InvariantError,
                                                          match="lost .*call_tir exp"):

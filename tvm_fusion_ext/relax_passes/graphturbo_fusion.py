@@ -43,7 +43,7 @@ from .materialize_partition import MaterializePartition
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="GraphTurboFusion")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.GraphTurboFusion")
 class GraphTurboFusion:
     """Group every dataflow block into GraphTurbo sub-graphs (module docstring).
 

@@ -456,7 +456,7 @@ class _GroupRewriter(PyExprMutator):
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="MaterializePartition")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.MaterializePartition")
 class MaterializePartition:
     """Group the bindings of every dataflow block as a partitioner says (see module docstring).
 

@@ -43,7 +43,7 @@ from .simplify import Simplify
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="NeoFlowFusion")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.NeoFlowFusion")
 class NeoFlowFusion:
     """Group every dataflow block greedily by best fusion reward (section 5.1).
 

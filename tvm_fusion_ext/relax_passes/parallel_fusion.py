@@ -225,7 +225,7 @@ class _Rewriter(PyExprMutator):
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="ParallelFusion")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.ParallelFusion")
 class ParallelFusion:
     """Merge independent matmul / conv2d bindings sharing an input (NeoFlow section 4.3).
 

@@ -22,7 +22,7 @@ _LOG = logging.getLogger(__name__)
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="ScheduleExecutionOrder")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.ScheduleExecutionOrder")
 class ScheduleExecutionOrder:
     """Reorder every dataflow block of every non-primitive Relax function.
 

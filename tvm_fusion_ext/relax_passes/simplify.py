@@ -278,7 +278,7 @@ def _axes(call, ndim: int) -> list[int]:
     return [int(a) % ndim for a in axes]
 
 
-@tvm.transform.module_pass(opt_level=0, name="AlgebraicSimplify")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.AlgebraicSimplify")
 class AlgebraicSimplify:
     """One sweep of the algebraic rules over every non-primitive Relax function."""
 
@@ -297,7 +297,7 @@ class AlgebraicSimplify:
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="Simplify")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.Simplify")
 class Simplify:
     """MindSpore graph simplification to a fixed point (see the module docstring).
 
