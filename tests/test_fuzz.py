@@ -1,4 +1,4 @@
-"""Random-graph fuzzing of every fusion strategy, and the invariant instrument (issue 11, items 1-3).
+"""Random-graph fuzzing of every fusion strategy, and the invariant instrument.
 
 The bounded run: ``SHARDS`` x ``EXAMPLES`` hypothesis-generated modules, each compiled under every
 registered strategy for LLVM (without LLVM's own optimisations, see ``differential.FAST_LLVM``) with
