@@ -7,6 +7,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 PRIMITIVE_ATTR = "Primitive"
 CODEGEN_ATTR = "Codegen"
+SCHEDULED_ATTR = "tirx.is_scheduled"
 
 
 def with_functions(mod: tvm.IRModule, updates: dict) -> tvm.IRModule:
@@ -30,6 +31,11 @@ def is_primitive(func: tvm.ir.BaseFunc) -> bool:
 def is_external(func: tvm.ir.BaseFunc) -> bool:
     """Whether ``func`` is offloaded to an external code generator (it has a ``Codegen`` attribute)."""
     return CODEGEN_ATTR in (func.attrs or {})
+
+
+def is_scheduled(func: tvm.ir.BaseFunc) -> bool:
+    """Whether a schedule already ran on PrimFunc ``func`` (attribute ``tirx.is_scheduled``)."""
+    return bool((func.attrs or {}).get(SCHEDULED_ATTR, False))
 
 
 @mutator
