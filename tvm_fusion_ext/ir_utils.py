@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tvm
+from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 PRIMITIVE_ATTR = "Primitive"
@@ -26,6 +27,13 @@ def is_primitive(func: tvm.ir.BaseFunc) -> bool:
     and nonzero, as TVM reads ``relax::attr::kPrimitive`` (``HasNonzeroAttr`` in
     ``src/relax/transform/fuse_tir.cc``). A function with ``Primitive=0`` is not primitive."""
     return bool((func.attrs or {}).get(PRIMITIVE_ATTR, 0))
+
+
+def non_primitive_functions(mod: tvm.IRModule) -> list[tuple[tvm.ir.GlobalVar, relax.Function]]:
+    """``(GlobalVar, function)`` of every Relax function of ``mod`` that is not primitive: the ones
+    a graph-level pass rewrites."""
+    return [(gvar, func) for gvar, func in mod.functions_items()
+            if isinstance(func, relax.Function) and not is_primitive(func)]
 
 
 def is_external(func: tvm.ir.BaseFunc) -> bool:

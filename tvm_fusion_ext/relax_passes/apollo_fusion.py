@@ -37,7 +37,7 @@ from tvm import relax, tirx
 
 from ..analysis.graph import DataflowGraph, NodeKind, build_graph, build_graphs, static_shape
 from ..hardware import HardwareSpec, spec_for_target
-from ..ir_utils import VarRemapper, is_external, is_primitive
+from ..ir_utils import VarRemapper, is_external, non_primitive_functions
 from ..partitioners.apollo import LAYERS, TABLE_1, ApolloPartitioner, FeedbackStore
 from ..partitioners.apollo.micro_graphs import composition_pattern, extract_subgraphs, op_name
 from ..partitioners.apollo.rules import RuleLevel
@@ -191,8 +191,7 @@ class ApolloFusion:
         check = self.downstream or DownstreamCompiler(target, spec)
         self.stats = Counter()
         self.checked_patterns = []
-        graphs = [graph for gvar, func in mod.functions_items()
-                  if isinstance(func, relax.Function) and not (is_primitive(func) or is_external(func))
+        graphs = [graph for gvar, func in non_primitive_functions(mod) if not is_external(func)
                   for graph in build_graphs(mod, gvar.name_hint)]
         for _ in range(MAX_FEEDBACK_ROUNDS):
             partitioner = ApolloPartitioner(spec, self.layers, self.rules, forbidden=store.forbidden())

@@ -25,7 +25,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..analysis.graph import DataflowGraph, NodeKind, build_graphs
-from ..ir_utils import PRIMITIVE_ATTR, is_external, is_primitive
+from ..ir_utils import PRIMITIVE_ATTR, is_external, non_primitive_functions
 from ..registration import register_pass
 
 Partitioner = Callable[[DataflowGraph], Iterable[Sequence[int]]]
@@ -469,8 +469,8 @@ class MaterializePartition:
         self.partitioner = partitioner
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or is_primitive(func) or is_external(func):
+        for gvar, func in non_primitive_functions(mod):
+            if is_external(func):
                 continue
             rewriter = _GroupRewriter(mod, gvar.name_hint, self.partitioner)
             new_func = rewriter.rewrite(func)

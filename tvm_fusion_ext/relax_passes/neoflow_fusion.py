@@ -26,7 +26,7 @@ from tvm import relax
 
 from ..analysis.graph import build_graphs
 from ..hardware.device_costs import DeviceCosts, load_or_measure
-from ..ir_utils import VarRemapper, is_primitive
+from ..ir_utils import VarRemapper, non_primitive_functions
 from ..partitioners.neoflow import (
     MAX_GROUP_SIZE,
     GreedyRewardPartitioner,
@@ -73,9 +73,7 @@ class NeoFlowFusion:
 
     def _apply_recompute(self, mod: tvm.IRModule, model: RewardModel) -> tvm.IRModule:
         mod = mod.clone()
-        for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or is_primitive(func):
-                continue
+        for gvar, func in non_primitive_functions(mod):
             blocks = list(func.body.blocks) if isinstance(func.body, relax.SeqExpr) else []
             changed = False
             for graph in build_graphs(mod, gvar.name_hint):

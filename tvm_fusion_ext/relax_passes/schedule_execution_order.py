@@ -15,7 +15,7 @@ from tvm import relax
 
 from ..analysis.execution_order import choose_order
 from ..analysis.graph import build_graphs
-from ..ir_utils import is_primitive
+from ..ir_utils import non_primitive_functions
 from ..registration import register_pass
 
 _LOG = logging.getLogger(__name__)
@@ -35,9 +35,7 @@ class ScheduleExecutionOrder:
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         mod = mod.clone()
-        for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or is_primitive(func):
-                continue
+        for gvar, func in non_primitive_functions(mod):
             if not isinstance(func.body, relax.SeqExpr):
                 continue
             graphs = {g.block_index: g for g in build_graphs(mod, gvar.name_hint)}
