@@ -1,4 +1,4 @@
-"""Benchmarks for issue 10 (NeoFlow): capsule convolution before/after parallel fusion (NeoFlow
+"""NeoFlow benchmarks: capsule convolution before/after parallel fusion (NeoFlow
 section 7.4 reports 9.66x), and MI-LSTM / LLTM latency under ``stock`` vs ``neoflow``.
 
     .venv/bin/python scripts/bench_neoflow.py [--threads N] [--policy untuned] [--json out.json]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Default TIR schedule vs no schedule vs ONNX Runtime (issue 4's targets), one run, one table.
+"""Default TIR schedule vs no schedule vs ONNX Runtime, one run, one table.
 
     .venv/bin/python scripts/bench_schedule.py                          # ResNet-50, MobileNetV2, BERT-base
     .venv/bin/python scripts/bench_schedule.py --models resnet50 --model-arg resnet50:image=112 \\

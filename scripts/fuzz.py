@@ -1,4 +1,4 @@
-"""Long fuzzing runs of every fusion strategy on random graphs (issue 11, item 5).
+"""Long fuzzing runs of every fusion strategy on random graphs.
 
     .venv/bin/python scripts/fuzz.py --cases 2000 --seed 0 --json fuzz.json
     .venv/bin/python scripts/fuzz.py --cases 50 --strategies stock,apollo --target llvm --target dsa/stcp920

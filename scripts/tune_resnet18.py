@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Tune a model's fused kernels with MetaSchedule, then time the tuned and untuned compiles in
-the same run (issue 9: "tune with a small budget on ResNet-18 for llvm finishes on 2 cores in
-under 30 minutes and the tuned compile is faster than the untuned one").
+the same run: with a small budget on ResNet-18 for llvm, tuning should finish on 2 cores in
+under 30 minutes and the tuned compile should be faster than the untuned one.
 
     .venv/bin/python scripts/tune_resnet18.py --work-dir /tmp/tune_r18 --json r18_tuned.json
     .venv/bin/python scripts/tune_resnet18.py --model resnet_stage --trials 2 --work-dir /tmp/smoke

@@ -13,6 +13,7 @@ from tvm.script import relax as R
 import tvm_fusion_ext  # noqa: F401  (registers the pipelines)
 from tvm_fusion_ext.analysis.graph import build_graph
 from tvm_fusion_ext.analysis.primitive_types import PrimitiveType
+from tvm_fusion_ext.ir_utils import is_primitive
 from tvm_fusion_ext.pipelines import fusion_pipeline, preprocess_passes
 from tvm_fusion_ext.relax_passes.apollo_fusion import ApolloFusion, apollo_preprocess
 from tvm_fusion_ext.relax_passes.open_compound_ops import OpenCompoundOps
@@ -246,4 +247,4 @@ def test_feedback_without_file_stays_in_memory():
     assert calls and fusion.stats["feedback_splits"] == len(set(calls))
     # every multi-op group failed, so every kernel stays alone
     assert not [gv for gv, f in fused.functions_items()
-                if isinstance(f, relax.Function) and f.attrs and "Primitive" in f.attrs]
+                if isinstance(f, relax.Function) and is_primitive(f)]

@@ -1,6 +1,6 @@
 """APOLLO on zoo models at small shapes: fewer kernels than stock FuseOps, same numbers as PyTorch.
 
-BERT's encoder layer is the paper's main workload (issue 6: at most 0.7x stock's kernels); ResNet
+BERT's encoder layer is the paper's main workload (at most 0.7x stock's kernels); ResNet
 checks the conv epilogue (conv + batch norm + relu + residual in one kernel); the paper's own
 sub-graphs (Fig. 3, Fig. 5, Fig. 6) check that each layer of the ablation removes kernels.
 """

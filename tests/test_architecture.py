@@ -1,5 +1,4 @@
-"""The package's layering, read from its imports with ``ast`` (the checks of
-shared/tools/imports_check.py, as tests):
+"""The package's layering, read from its imports with ``ast``:
 
 * no import cycle among package modules (function-level imports count too);
 * the low layers never import the layers above them;
@@ -11,18 +10,11 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-
 PACKAGE = "tvm_fusion_ext"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 # Layers that must not import the layers above them.
 LOW = ("analysis", "partitioners", "relax_passes", "tir_passes", "hardware", "target_dsa", "backends")
 HIGH = ("pipelines", "driver", "tuning", "cli", "explain")
-# Modules whose cycles and private-name imports the other half of the restructure (branch
-# restructure-b) removes; their checks are expected failures until that branch is merged.
-PART_B = {f"{PACKAGE}.target_dsa.{name}" for name in
-          ("instance_schedule", "intrinsics", "schedule", "kernel_model", "spec", "target")}
-PART_B.add(f"{PACKAGE}.relax_passes.apollo_fusion")
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -130,12 +122,6 @@ def test_the_scan_sees_module_and_function_level_imports():
         f"{PACKAGE}.backends.dsa")
 
 
-def test_no_import_cycles_outside_the_part_b_modules():
-    assert [c for c in _cycles() if not set(c) <= PART_B] == []
-
-
-@pytest.mark.xfail(strict=False, reason="the target_dsa cycles are broken on branch restructure-b; "
-                                        "un-xfail after merging it")
 def test_no_import_cycles_at_all():
     assert _cycles() == []
 
@@ -152,12 +138,5 @@ def test_package_code_does_not_import_testing():
     assert users == []
 
 
-def test_no_private_names_imported_outside_the_part_b_modules():
-    assert {m: names for m, names in _private_imports().items() if m not in PART_B} == {}
-
-
-@pytest.mark.xfail(strict=False, reason="the private names imported by target_dsa and "
-                                        "relax_passes.apollo_fusion are made public on branch "
-                                        "restructure-b; un-xfail after merging it")
 def test_no_private_names_imported_at_all():
     assert dict(_private_imports()) == {}

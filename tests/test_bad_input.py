@@ -1,4 +1,4 @@
-"""Graceful limits (issue 11, item 4): symbolic shapes, unsupported ops, corrupt feedback and spec
+"""Graceful limits: symbolic shapes, unsupported ops, corrupt feedback and spec
 files. Every strategy either handles the input or leaves it unfused with a warning; files are
 validated when loaded. (The corrupt tuning database is tested with the tuning module.)"""
 

@@ -1,4 +1,4 @@
-"""``tvm-fusion export / compile / run`` (issue 9, items 1-3): model files through one strategy into
+"""``tvm-fusion export / compile / run``: model files through one strategy into
 a ``.so`` whose outputs equal ONNX Runtime's / PyTorch's, IR dumps, tuning records, the DSA
 profile, and one-line errors for bad input."""
 

@@ -1,4 +1,4 @@
-"""Compiling for dsa/stcp920 (issue 7, items 3-5): host-correct numbers, explicit hierarchy,
+"""Compiling for dsa/stcp920: host-correct numbers, explicit hierarchy,
 matrix unit, stock baseline traffic, and zoo models against PyTorch."""
 
 import numpy as np
@@ -105,7 +105,7 @@ class TakeInt64:
 
 
 def test_int64_buffers_get_their_own_lb_scope():
-    """Regression (fuzz, issue 11): StorageRewrite packs one tagged scope at 32-bit offsets, so an
+    """Regression (found by fuzzing): StorageRewrite packs one tagged scope at 32-bit offsets, so an
     ``int64`` index tile staged in ``local.dsa_lb`` after 15 ``float32`` failed the build
     (``bits_offset % elem_bits``); wide elements now take ``local.dsa_lb.b64`` (still LB)."""
     target = tvm.target.Target(TARGET)

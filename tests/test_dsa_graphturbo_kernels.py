@@ -16,11 +16,13 @@ from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
 from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import VARIANTS, SubgraphPlan
-from tvm_fusion_ext.target_dsa import instance_schedule as gen
+from tvm_fusion_ext.target_dsa import instance_schedule as search
+from tvm_fusion_ext.target_dsa import instance_staging as staging
 from tvm_fusion_ext.target_dsa import register_dsa_target
 from tvm_fusion_ext.target_dsa.kernel_model import INSTANCES, TILE, kernel_model
 from tvm_fusion_ext.target_dsa.simulator import fits, kernel_cycles, simulate
 from tvm_fusion_ext.target_dsa.spec import PRESETS
+from tvm_fusion_ext.target_dsa.tir_helpers import alloc_buffers
 
 SPEC = PRESETS["stcp920"]
 
@@ -51,7 +53,7 @@ def _scopes(func) -> dict[str, str]:
 
 
 def test_pieces_keep_the_intermediate_in_lb_and_promote_the_weight():
-    func = gen.stage_subgraph(mlp, SPEC, PLAN, {0: 32})
+    func = staging.stage_subgraph(mlp, SPEC, PLAN, {0: 32})
     scopes = _scopes(func)
     assert scopes["h_local.dsa_lb"] == "local.dsa_lb"  # x @ w never leaves the core
     assert scopes["w_global.dsa_gb"] == "global.dsa_gb"
@@ -82,7 +84,7 @@ def test_pieces_keep_the_intermediate_in_lb_and_promote_the_weight():
 
 
 def test_search_prefers_a_piece_per_core():
-    staged = gen.schedule_subgraph(mlp, SPEC, PLAN)
+    staged = search.schedule_subgraph(mlp, SPEC, PLAN)
     assert staged.fits and staged.pieces >= SPEC.num_cores
     assert staged.cycles <= 1599
 
@@ -91,7 +93,7 @@ def test_layer_form_exchanges_layer_outputs_through_gb():
     """Fig. 15's first bar: no stitching, no instances - each layer one phase over all cores,
     x @ w written to GB and read back; the weight promoted once."""
     plan = SubgraphPlan(0, 4, (8, 1), (64, 32), options=VARIANTS["gb"])
-    func = gen.stage_layers(mlp, SPEC, plan, instances=1)
+    func = staging.stage_layers(mlp, SPEC, plan, instances=1)
     assert _scopes(func)["h_global.dsa_gb"] == "global.dsa_gb"
     model = kernel_model(func)
     tiled = [p for p in model["phases"] if p["cores"] == SPEC.num_cores]
@@ -104,7 +106,7 @@ def test_layer_form_exchanges_layer_outputs_through_gb():
 
 
 def test_instance_loop_repeats_the_layers():
-    func = gen.stage_layers(mlp, SPEC, PLAN, instances=4)
+    func = staging.stage_layers(mlp, SPEC, PLAN, instances=4)
     loops = []
     tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)], order="pre")
     assert any(INSTANCES in (lp.annotations or {}) and int(lp.extent) == 4 for lp in loops)
@@ -131,19 +133,19 @@ def _blocks(stmt) -> list:
 
 @pytest.mark.parametrize("splits", [{0: 3}, {1: 5}])
 def test_pieces_must_divide_the_output(splits):
-    with pytest.raises(gen.Unsupported, match="do not divide"):
-        gen.stage_subgraph(mlp, SPEC, PLAN, splits)
+    with pytest.raises(staging.Unsupported, match="do not divide"):
+        staging.stage_subgraph(mlp, SPEC, PLAN, splits)
 
 
 def test_duplicate_buffer_names_are_made_unique():
     """FuseTIR may give several buffers one name; cache stages are named after buffers."""
-    h = next(b for b in gen._alloc_buffers(mlp) if b.name == "h")
+    h = next(b for b in alloc_buffers(mlp) if b.name == "h")
     named_x = tvm.ir.Var("x", h.ty)
     clash = tvm_ffi.structural_map(mlp, [(tvm.ir.Var, lambda v: named_x if v.same_as(h) else v)])
-    assert [b.name for b in gen._alloc_buffers(clash)] == ["x"]
-    renamed = gen.unique_buffer_names(clash)
-    assert [b.name for b in gen._alloc_buffers(renamed)] == ["x_1"]
-    assert gen.unique_buffer_names(mlp).same_as(mlp)  # already unique: untouched
+    assert [b.name for b in alloc_buffers(clash)] == ["x"]
+    renamed = staging.unique_buffer_names(clash)
+    assert [b.name for b in alloc_buffers(renamed)] == ["x_1"]
+    assert staging.unique_buffer_names(mlp).same_as(mlp)  # already unique: untouched
     assert tvm_ffi.structural_equal(renamed, mlp, map_free_vars=True)
 
 
@@ -174,8 +176,8 @@ def test_an_output_read_by_a_later_layer_is_not_promoted_as_a_weight(variant):
     like a weight) DDR -> GB before the kernel had written it, so ``z`` used stale memory. The
     first access to ``y`` must be the write of ``scale``."""
     plan = SubgraphPlan(0, 1, (8,), (64,), options=VARIANTS[variant])
-    for func in (gen.stage_layers(scaled_then_normalised, SPEC, plan),
-                 gen.schedule_subgraph(scaled_then_normalised, SPEC, plan).func):
+    for func in (staging.stage_layers(scaled_then_normalised, SPEC, plan),
+                 search.schedule_subgraph(scaled_then_normalised, SPEC, plan).func):
         blocks = []
         tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)], order="pre")
         first = next(b for b in blocks if b.name_hint != "root"
@@ -197,9 +199,9 @@ def total(x: T.Buffer((4,), "float32"), s: T.Buffer((), "float32")):
 def test_a_0d_output_has_no_pieces_and_takes_the_layer_form():
     """Fuzzer regression (IndexError): a 0-d output has no loop to split into per-core pieces."""
     plan = SubgraphPlan(0, 1, (), ())
-    with pytest.raises(gen.Unsupported, match="0-d"):
-        gen.stage_subgraph(total, SPEC, plan, {})
-    assert gen.schedule_subgraph(total, SPEC, plan).form == "layers"
+    with pytest.raises(staging.Unsupported, match="0-d"):
+        staging.stage_subgraph(total, SPEC, plan, {})
+    assert search.schedule_subgraph(total, SPEC, plan).form == "layers"
 
 
 def _two_layer_mlp(m: int, k: int, n: int):
@@ -236,12 +238,12 @@ def test_no_fig15_optimisation_makes_a_kernel_slower():
     that kernel then, so Fig. 15's bars never go down on it (gb >= lb >= instances >= full)."""
     func = _two_layer_mlp(512, 256, 256)
     plan = SubgraphPlan(dim=0, instances=8, binding=(8, 1), output_shape=(512, 256))
-    chosen = {name: gen.schedule_subgraph(func, SPEC, replace(plan, options=options))
+    chosen = {name: search.schedule_subgraph(func, SPEC, replace(plan, options=options))
               for name, options in VARIANTS.items()}
     assert all(staged.fits for staged in chosen.values())
     cycles = [chosen[name].cycles for name in ("gb", "lb", "instances", "full")]
     assert cycles == sorted(cycles, reverse=True)
-    own = [c for c in gen._candidates(gen.unique_buffer_names(func), SPEC,
+    own = [c for c in search._candidates(staging.unique_buffer_names(func), SPEC,
                                       replace(plan, options=VARIANTS["lb"])) if c is not None]
     assert own and min(c.cycles for c in own) > chosen["gb"].cycles
     assert chosen["lb"].cycles == chosen["gb"].cycles
@@ -275,7 +277,7 @@ def test_layer_form_tiles_every_dimension_lb_needs(func, shape):
     kernel chosen fits LB, and the GEMM's tiles run on the matrix unit."""
     plan = SubgraphPlan(dim=0, instances=1, binding=(1,) * len(shape), output_shape=shape,
                         options=VARIANTS["gb"])
-    staged = gen.schedule_subgraph(func, SPEC, plan)
+    staged = search.schedule_subgraph(func, SPEC, plan)
     assert staged.fits and staged.form == "layers"
     assert staged.model["footprint"]["lb_live"] <= SPEC.lb_bytes
     if func is batched_matmul:
@@ -290,12 +292,12 @@ def test_a_subgraph_without_a_fitting_kernel_is_declined(monkeypatch):
     from tvm_fusion_ext.target_dsa import schedule
 
     plan = SubgraphPlan(0, 4, (8, 1), (64, 32), options=VARIANTS["gb"])
-    fitting = gen.schedule_subgraph(mlp, SPEC, plan)
+    fitting = search.schedule_subgraph(mlp, SPEC, plan)
     assert fitting.fits
-    monkeypatch.setattr(gen, "_CHOSEN", {})
-    monkeypatch.setattr(gen, "_candidates", lambda *args: [replace(fitting, fits=False), None])
-    with pytest.raises(gen.Unsupported, match="fits"):
-        gen.schedule_subgraph(mlp, SPEC, plan)
+    monkeypatch.setattr(search, "_CHOSEN", {})
+    monkeypatch.setattr(search, "_candidates", lambda *args: [replace(fitting, fits=False), None])
+    with pytest.raises(staging.Unsupported, match="fits"):
+        search.schedule_subgraph(mlp, SPEC, plan)
     assert schedule.subgraph_kernel(mlp, SPEC, plan.to_json()) is None
 
 
@@ -304,7 +306,7 @@ def test_gemm_epilogue_runs_in_its_tile_and_activations_are_prefetched_per_insta
     x (the GEMM's activation) is promoted DDR -> GB per instance by every cluster, and with
     instruction scheduling (section 4.4) the next instance's promotion overlaps this one's tiles:
     its GB slice counts twice and the kernel is faster than with the instances run back to back."""
-    func = gen.stage_layers(mlp, SPEC, PLAN, instances=4)
+    func = staging.stage_layers(mlp, SPEC, PLAN, instances=4)
     scopes = _scopes(func)
     assert "global" not in scopes.values() and scopes["x_global.dsa_gb"] == "global.dsa_gb"
     loops = []
@@ -331,7 +333,7 @@ def test_a_weight_larger_than_gb_is_split_across_the_clusters():
     spec = replace(SPEC, gb_bytes=24000)
     func = _two_layer_mlp(64, 32, 128)
     plan = SubgraphPlan(dim=0, instances=4, binding=(8, 1), output_shape=(64, 128))
-    staged = gen.stage_layers(func, spec, plan, instances=4)
+    staged = staging.stage_layers(func, spec, plan, instances=4)
     assert _scopes(staged)["w1_global.dsa_gb.slice4"] == "global.dsa_gb.slice4"
     model = kernel_model(staged)
     promote = model["phases"][0]

@@ -1,4 +1,4 @@
-"""dsa/* target tags, spec presets and spec files (issue 7, items 1-2)."""
+"""dsa/* target tags, spec presets and spec files."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""MetaSchedule on dsa/stcp920 (issue 7, item 6): the DSA design space, the simulated
+"""MetaSchedule on dsa/stcp920: the DSA design space, the simulated
 builder/runner with XGBoost, resuming from the JSON database, and compiling with the records."""
 
 import numpy as np

@@ -30,6 +30,37 @@ def test_passes_are_global_functions():
     assert isinstance(pass_, tvm.transform.Pass)
 
 
+def test_every_pass_is_named_after_the_package():
+    """Each pass runs as ``tvm_fusion_ext.<class name>`` (the name instruments and
+    ``disabled_pass`` lists see), the name it is registered under as a global function."""
+    from tvm_fusion_ext.relax_passes import (
+        apollo_fusion,
+        fuse_ops_dominator,
+        graphturbo_fusion,
+        materialize_partition,
+        neoflow_fusion,
+        open_compound_ops,
+        parallel_fusion,
+        schedule_execution_order,
+        simplify,
+    )
+    from tvm_fusion_ext.target_dsa import PRESETS
+    from tvm_fusion_ext.target_dsa import pipeline as dsa_pipeline
+    from tvm_fusion_ext.target_dsa import schedule as dsa_schedule
+    from tvm_fusion_ext.tir_passes import default_schedule, vector_erf
+
+    modules = (apollo_fusion, fuse_ops_dominator, graphturbo_fusion, materialize_partition,
+               neoflow_fusion, open_compound_ops, parallel_fusion, schedule_execution_order, simplify,
+               dsa_pipeline, dsa_schedule, default_schedule, vector_erf)
+    arguments = {"MaterializePartition": (lambda graph: [],), "DSASchedule": (PRESETS["stcp920"],)}
+    classes = [obj for module in modules for obj in vars(module).values()
+               if isinstance(obj, type) and issubclass(obj, tvm.transform.ModulePass)
+               and obj.__module__ == module.__name__]
+    assert len(classes) == 15
+    for cls in classes:
+        assert cls(*arguments.get(cls.__name__, ())).info.name == f"tvm_fusion_ext.{cls.__name__}"
+
+
 @pytest.mark.parametrize("name", ["none", "stock"])
 def test_pipelines_are_registered_for_tvm_compile(name):
     assert f"tvm_fusion_ext.{name}" in relax.pipeline.PIPELINE_MAP

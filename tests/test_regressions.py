@@ -1,4 +1,4 @@
-"""Every module the fuzzer ever saved (``tests/regressions/*.py``) under every strategy (issue 11).
+"""Every module the fuzzer ever saved (``tests/regressions/*.py``) under every strategy.
 
 Each file holds TVMScript ``Module``, ``FAILED`` (the ``(strategy, target, kind)`` failures seen
 when it was saved) and ``XFAIL`` (strategy -> reason for failures not fixed yet). The module is

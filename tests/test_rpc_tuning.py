@@ -1,4 +1,4 @@
-"""Distributed measurement (issue 9, item 5): an RPC tracker and two RPC servers on 127.0.0.1,
+"""Distributed measurement: an RPC tracker and two RPC servers on 127.0.0.1,
 started exactly as users start them (``python -m tvm.exec.rpc_tracker`` / ``rpc_server``), and
 a small model tuned through them with MetaSchedule's ``RPCRunner``."""
 

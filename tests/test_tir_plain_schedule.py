@@ -62,7 +62,7 @@ def scalar_then_map_expected(a: T.Buffer((16,), "float32"), s: T.Buffer((), "flo
 
 
 def test_blocks_without_loops_do_not_stop_the_others():
-    """Regression (fuzz, issue 11): a loop-less block (layer norm's 0-d mean) made the plain
+    """Regression (found by fuzzing): a loop-less block (layer norm's 0-d mean) made the plain
     schedule decline the whole kernel, whose scalar loops then met an LLVM -O3 vectoriser bug."""
     sch = PlainSchedule(SPEC).apply(scalar_then_map, tvm.target.Target("llvm"), False)
     tvm.ir.assert_structural_equal(sch.mod["main"], scalar_then_map_expected)

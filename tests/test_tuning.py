@@ -1,4 +1,4 @@
-"""``tvm_fusion_ext.tuning`` / ``tvm-fusion tune`` (issue 9, item 4): tasks from the strategy's
+"""``tvm_fusion_ext.tuning`` / ``tvm-fusion tune``: tasks from the strategy's
 own fused module, resuming from the work directory, records picked up by the ``tuned`` policy,
 and a corrupt database giving a warning instead of a failed compile."""
 

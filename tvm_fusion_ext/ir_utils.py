@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+PRIMITIVE_ATTR = "Primitive"
+CODEGEN_ATTR = "Codegen"
+SCHEDULED_ATTR = "tirx.is_scheduled"
 
 
 def with_functions(mod: tvm.IRModule, updates: dict) -> tvm.IRModule:
@@ -14,3 +20,42 @@ def with_functions(mod: tvm.IRModule, updates: dict) -> tvm.IRModule:
     for gvar, func in updates.items():
         mod[gvar] = func
     return mod
+
+
+def is_primitive(func: tvm.ir.BaseFunc) -> bool:
+    """Whether ``func`` is a grouped (primitive) function: its ``Primitive`` attribute is present
+    and nonzero, as TVM reads ``relax::attr::kPrimitive`` (``HasNonzeroAttr`` in
+    ``src/relax/transform/fuse_tir.cc``). A function with ``Primitive=0`` is not primitive."""
+    return bool((func.attrs or {}).get(PRIMITIVE_ATTR, 0))
+
+
+def non_primitive_functions(mod: tvm.IRModule) -> list[tuple[tvm.ir.GlobalVar, relax.Function]]:
+    """``(GlobalVar, function)`` of every Relax function of ``mod`` that is not primitive: the ones
+    a graph-level pass rewrites."""
+    return [(gvar, func) for gvar, func in mod.functions_items()
+            if isinstance(func, relax.Function) and not is_primitive(func)]
+
+
+def is_external(func: tvm.ir.BaseFunc) -> bool:
+    """Whether ``func`` is offloaded to an external code generator (it has a ``Codegen`` attribute)."""
+    return CODEGEN_ATTR in (func.attrs or {})
+
+
+def is_scheduled(func: tvm.ir.BaseFunc) -> bool:
+    """Whether a schedule already ran on PrimFunc ``func`` (attribute ``tirx.is_scheduled``)."""
+    return bool((func.attrs or {}).get(SCHEDULED_ATTR, False))
+
+
+@mutator
+class VarRemapper(PyExprMutator):
+    """Replace every use of a variable that is a key of ``var_map`` by its value."""
+
+    def __init__(self, var_map: dict):
+        super().__init__()
+        self.var_map = var_map
+
+    def visit_var_(self, var):
+        return self.var_map.get(var, var)
+
+    def visit_dataflow_var_(self, var):
+        return self.var_map.get(var, var)

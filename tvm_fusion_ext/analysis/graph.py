@@ -260,13 +260,19 @@ def static_shape(ty) -> tuple[int, ...] | None:
         return None
 
 
+def shape_without_axis(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
+    """``shape`` with dimension ``axis`` (negative counts from the end) removed."""
+    axis = axis % len(shape)
+    return shape[:axis] + shape[axis + 1:]
+
+
 def _tensor_types(ty) -> list:
     if isinstance(ty, relax.TupleType):
         return [t for f in ty.fields for t in _tensor_types(f)]
     return [ty] if isinstance(ty, relax.TensorType) else []
 
 
-def _used_vars(expr) -> list[relax.Var]:
+def used_vars(expr) -> list[relax.Var]:
     """Vars used by ``expr``, in order of first appearance."""
     seen = []
     relax.analysis.post_order_visit(
@@ -312,11 +318,11 @@ def _packed_params(func: relax.Function) -> set:
 def _vars_used_after(body: relax.SeqExpr) -> list[set]:
     """For each block, the vars used by later blocks or by the function's result."""
     used_after = [set() for _ in body.blocks]
-    acc = set(_used_vars(body.body))
+    acc = set(used_vars(body.body))
     for i in range(len(body.blocks) - 1, -1, -1):
         used_after[i] = set(acc)
         for binding in body.blocks[i].bindings:
-            acc.update(_used_vars(binding.value))
+            acc.update(used_vars(binding.value))
     return used_after
 
 
@@ -326,7 +332,7 @@ def _block_graph(mod, func_name, block_index, block, used_later, packed_params) 
     nodes = []
     for i, binding in enumerate(bindings):
         node = _make_node(mod, i, binding, packed_params)
-        for var in _used_vars(binding.value):
+        for var in used_vars(binding.value):
             producer = position.get(var)
             if producer is not None and producer < i and producer not in node.inputs:
                 node.inputs.append(producer)

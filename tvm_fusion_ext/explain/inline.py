@@ -18,6 +18,8 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from ..ir_utils import is_primitive
+
 
 @dataclass
 class InlinedCall:
@@ -29,7 +31,7 @@ class InlinedCall:
 
 def is_group_function(func) -> bool:
     """A grouped function as ``FuseOps`` / ``MaterializePartition`` make them (``Primitive``)."""
-    return isinstance(func, relax.Function) and bool((func.attrs or {}).get("Primitive", 0))
+    return isinstance(func, relax.Function) and is_primitive(func)
 
 
 def inline_groups(mod: tvm.IRModule, func_name: str = "main") -> tuple[tvm.IRModule, list[InlinedCall]]:

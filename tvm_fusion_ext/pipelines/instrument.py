@@ -32,7 +32,7 @@ from tvm import relax, s_tir, tirx
 ENV_VAR = "TVM_FUSION_EXT_CHECK"
 # Passes that may leave a module transiently ill-formed (as in TVM's WellFormedInstrument).
 SKIP_WELL_FORMED = ("Normalize", "NormalizeGlobalVar", "ResolveGlobals")
-GROUPING_PASSES = ("FuseOps", "MaterializePartition")
+GROUPING_PASSES = ("FuseOps", "tvm_fusion_ext.MaterializePartition")
 _CALL_TIR_OPS = ("relax.call_tir", "relax.call_tir_inplace")
 _forced = 0
 

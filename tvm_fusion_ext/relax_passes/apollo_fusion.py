@@ -34,15 +34,15 @@ from collections.abc import Callable, Sequence
 
 import tvm
 from tvm import relax, tirx
-from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..analysis.graph import DataflowGraph, NodeKind, build_graph, build_graphs, static_shape
 from ..hardware import HardwareSpec, spec_for_target
+from ..ir_utils import VarRemapper, is_external, non_primitive_functions
 from ..partitioners.apollo import LAYERS, TABLE_1, ApolloPartitioner, FeedbackStore
 from ..partitioners.apollo.micro_graphs import composition_pattern, extract_subgraphs, op_name
 from ..partitioners.apollo.rules import RuleLevel
 from ..registration import register_pass
-from .materialize_partition import MaterializePartition, _is_primitive_or_external
+from .materialize_partition import MaterializePartition
 from .open_compound_ops import OpenCompoundOps
 
 # Compiling one micro-graph downstream for longer than this is a failure (section 4.1: "cannot
@@ -56,19 +56,6 @@ MAX_FEEDBACK_ROUNDS = 16
 # A downstream check: (module with the group as its main function, composition pattern) ->
 # None when it compiles, else the reason it does not.
 DownstreamCheck = Callable[[tvm.IRModule, str], "str | None"]
-
-
-@mutator
-class _Remap(PyExprMutator):
-    def __init__(self, vmap: dict):
-        super().__init__()
-        self.vmap = vmap
-
-    def visit_var_(self, var):
-        return self.vmap.get(var, var)
-
-    def visit_dataflow_var_(self, var):
-        return self.vmap.get(var, var)
 
 
 def group_module(mod: tvm.IRModule, graph: DataflowGraph, group: Sequence[int]) -> tvm.IRModule:
@@ -91,7 +78,7 @@ def group_module(mod: tvm.IRModule, graph: DataflowGraph, group: Sequence[int]) 
     with bb.function("main", params):
         with bb.dataflow():
             for b in bindings:
-                vmap[b.var] = bb.emit(_Remap(vmap).visit_expr(b.value), name_hint=b.var.name)
+                vmap[b.var] = bb.emit(VarRemapper(vmap).visit_expr(b.value), name_hint=b.var.name)
             result = vmap[outputs[0]] if len(outputs) == 1 else relax.Tuple([vmap[o] for o in outputs])
             out = bb.emit_output(result)
         bb.emit_func_output(out)
@@ -203,8 +190,7 @@ class ApolloFusion:
         check = self.downstream or DownstreamCompiler(target, spec)
         self.stats = Counter()
         self.checked_patterns = []
-        graphs = [graph for gvar, func in mod.functions_items()
-                  if isinstance(func, relax.Function) and not _is_primitive_or_external(func)
+        graphs = [graph for gvar, func in non_primitive_functions(mod) if not is_external(func)
                   for graph in build_graphs(mod, gvar.name_hint)]
         for _ in range(MAX_FEEDBACK_ROUNDS):
             partitioner = ApolloPartitioner(spec, self.layers, self.rules, forbidden=store.forbidden())

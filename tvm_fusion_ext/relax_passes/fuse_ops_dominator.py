@@ -24,7 +24,7 @@ MAX_DEPTH_CONFIG = "relax.FuseOps.max_depth"
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="FuseOpsDominator")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.FuseOpsDominator")
 class FuseOpsDominator:
     """Group the bindings of every dataflow block by dominator-tree fusion (``FuseOps``' contract).
 

@@ -34,6 +34,7 @@ import tvm
 from tvm import relax
 
 from ..hardware.spec import spec_for_target
+from ..ir_utils import is_primitive
 from ..partitioners.graphturbo import GraphTurboPartitioner
 from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR, KernelOptions
 from ..registration import register_pass
@@ -41,7 +42,7 @@ from .materialize_partition import MaterializePartition
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="GraphTurboFusion")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.GraphTurboFusion")
 class GraphTurboFusion:
     """Group every dataflow block into GraphTurbo sub-graphs (module docstring).
 
@@ -73,7 +74,7 @@ class GraphTurboFusion:
         for gvar, func in out.functions_items():
             if not isinstance(func, relax.Function):
                 continue
-            grouped = func.attrs is not None and int(func.attrs.get("Primitive", 0))
+            grouped = is_primitive(func)
             calls = [str(b.value.args[0].name_hint) for block in func.body.blocks
                      for b in block.bindings if isinstance(b.value, relax.Call)
                      and b.value.args and isinstance(b.value.args[0], tvm.ir.GlobalVar)]

@@ -25,6 +25,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..analysis.graph import DataflowGraph, NodeKind, build_graphs
+from ..ir_utils import PRIMITIVE_ATTR, is_external, non_primitive_functions
 from ..registration import register_pass
 
 Partitioner = Callable[[DataflowGraph], Iterable[Sequence[int]]]
@@ -262,7 +263,7 @@ class _GroupFunction:
             return
         body = outputs[0] if len(outputs) == 1 else relax.Tuple(outputs)
         body = builder.normalize(relax.SeqExpr([block], builder.normalize(body)))
-        attrs = {"Primitive": True}
+        attrs = {PRIMITIVE_ATTR: True}
         function = relax.Function(self.params, body, None, True, tvm.ir.make_node("ir.DictAttrs", **attrs))
         free = relax.analysis.free_symbolic_vars(function)
         if free:
@@ -455,7 +456,7 @@ class _GroupRewriter(PyExprMutator):
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="MaterializePartition")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.MaterializePartition")
 class MaterializePartition:
     """Group the bindings of every dataflow block as a partitioner says (see module docstring).
 
@@ -468,8 +469,8 @@ class MaterializePartition:
         self.partitioner = partitioner
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or _is_primitive_or_external(func):
+        for gvar, func in non_primitive_functions(mod):
+            if is_external(func):
                 continue
             rewriter = _GroupRewriter(mod, gvar.name_hint, self.partitioner)
             new_func = rewriter.rewrite(func)
@@ -485,11 +486,6 @@ def _vars_in_use_order(expr) -> list:
     used = []
     relax.analysis.post_order_visit(expr, lambda e: used.append(e) if isinstance(e, relax.Var) else None)
     return used
-
-
-def _is_primitive_or_external(func: relax.Function) -> bool:
-    attrs = func.attrs or {}
-    return bool(attrs.get("Primitive", 0)) or "Codegen" in attrs
 
 
 def group_by_names(*groups: Sequence[str]) -> Partitioner:

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import tvm
 from tvm import relax
-from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..analysis.graph import build_graphs
 from ..hardware.device_costs import DeviceCosts, load_or_measure
+from ..ir_utils import VarRemapper, non_primitive_functions
 from ..partitioners.neoflow import (
     MAX_GROUP_SIZE,
     GreedyRewardPartitioner,
@@ -39,7 +39,7 @@ from .materialize_partition import MaterializePartition
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="NeoFlowFusion")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.NeoFlowFusion")
 class NeoFlowFusion:
     """Group every dataflow block greedily by best fusion reward (section 5.1).
 
@@ -69,9 +69,7 @@ class NeoFlowFusion:
 
     def _apply_recompute(self, mod: tvm.IRModule, model: RewardModel) -> tvm.IRModule:
         mod = mod.clone()
-        for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or (func.attrs and "Primitive" in func.attrs):
-                continue
+        for gvar, func in non_primitive_functions(mod):
             blocks = list(func.body.blocks) if isinstance(func.body, relax.SeqExpr) else []
             changed = False
             for graph in build_graphs(mod, gvar.name_hint):
@@ -106,19 +104,8 @@ def _with_copies(graph, decisions: list[Recompute]) -> relax.DataflowBlock:
             bindings.append(relax.VarBinding(copy, original.value))
             rename[original.var] = copy
         if rename:
-            binding = relax.VarBinding(binding.var, _Rename(rename).visit_expr(binding.value))
+            binding = relax.VarBinding(binding.var, VarRemapper(rename).visit_expr(binding.value))
         bindings.append(binding)
     return relax.DataflowBlock(bindings)
 
 
-@mutator
-class _Rename(PyExprMutator):
-    def __init__(self, rename: dict):
-        super().__init__()
-        self.rename = rename
-
-    def visit_var_(self, var):
-        return self.rename.get(var, var)
-
-    def visit_dataflow_var_(self, var):
-        return self.rename.get(var, var)

@@ -29,6 +29,7 @@ from tvm import relax, s_tir, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..analysis.primitive_types import classify_block
+from ..ir_utils import non_primitive_functions
 from ..registration import register_pass
 
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
@@ -201,9 +202,7 @@ class OpenCompoundOps:
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         self.opened = 0
-        for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or (func.attrs and "Primitive" in func.attrs):
-                continue
+        for gvar, func in non_primitive_functions(mod):
             opener = _Opener(mod)
             new_func = opener.visit_expr(func)
             if opener.opened:

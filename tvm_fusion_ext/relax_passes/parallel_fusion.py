@@ -25,7 +25,8 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from ..analysis.graph import static_shape
+from ..analysis.graph import shape_without_axis, static_shape, used_vars
+from ..ir_utils import non_primitive_functions
 from ..registration import register_pass
 
 # Search limits, in one place (Inductor style).
@@ -53,11 +54,6 @@ class _Match:
     extent: int
 
 
-def _without(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
-    axis = axis % len(shape)
-    return shape[:axis] + shape[axis + 1:]
-
-
 def match(binding) -> list[_Match]:
     """The ways ``binding`` can be fused in parallel (one per operand it may share), else ``[]``.
 
@@ -83,10 +79,10 @@ def match(binding) -> list[_Match]:
         out_dtype = str(value.attrs.out_dtype)
         found = []
         if len(b_shape) == 2:  # shared left operand: fusible dim = output columns
-            key = ("matmul_lhs", a, _without(out_shape, -1), _without(b_shape, 1), dtype, out_dtype)
+            key = ("matmul_lhs", a, shape_without_axis(out_shape, -1), shape_without_axis(b_shape, 1), dtype, out_dtype)
             found.append(_Match(key, a, b, 1, len(out_shape) - 1, out_shape[-1]))
         if len(a_shape) == 2 and len(out_shape) == 2:  # shared right operand: fusible dim = rows
-            key = ("matmul_rhs", b, _without(out_shape, 0), _without(a_shape, 0), dtype, out_dtype)
+            key = ("matmul_rhs", b, shape_without_axis(out_shape, 0), shape_without_axis(a_shape, 0), dtype, out_dtype)
             found.append(_Match(key, b, a, 0, 0, out_shape[0]))
         return found
     if value.op.same_as(_CONV2D):
@@ -98,7 +94,7 @@ def match(binding) -> list[_Match]:
             return []
         conv_attrs = (tuple(int(s) for s in attrs.strides), tuple(int(p) for p in attrs.padding),
                       tuple(int(d) for d in attrs.dilation), str(attrs.out_dtype))
-        key = ("conv2d", x, _without(out_shape, 1), _without(w_shape, 0), dtype, conv_attrs)
+        key = ("conv2d", x, shape_without_axis(out_shape, 1), shape_without_axis(w_shape, 0), dtype, conv_attrs)
         return [_Match(key, x, w, 0, 1, out_shape[1])]
     return []
 
@@ -146,13 +142,6 @@ def _hashable(key: tuple) -> tuple:
     return tuple(k if isinstance(k, (str, int, tuple)) else ("expr", k) for k in key)
 
 
-def _used_vars(expr) -> list:
-    used = []
-    relax.analysis.post_order_visit(
-        expr, lambda e: used.append(e) if isinstance(e, relax.Var) and e not in used else None)
-    return used
-
-
 @mutator
 class _Rewriter(PyExprMutator):
     def __init__(self, mod: tvm.IRModule):
@@ -163,7 +152,7 @@ class _Rewriter(PyExprMutator):
     def visit_dataflow_block_(self, block):
         bindings = list(block.bindings)
         position = {b.var: i for i, b in enumerate(bindings)}
-        inputs = [[position[v] for v in _used_vars(b.value) if v in position] for b in bindings]
+        inputs = [[position[v] for v in used_vars(b.value) if v in position] for b in bindings]
         ancestors: list[set[int]] = []
         for i in range(len(bindings)):
             acc = set()
@@ -224,7 +213,7 @@ class _Rewriter(PyExprMutator):
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="ParallelFusion")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.ParallelFusion")
 class ParallelFusion:
     """Merge independent matmul / conv2d bindings sharing an input (NeoFlow section 4.3).
 
@@ -237,9 +226,7 @@ class ParallelFusion:
         self.fused_ops = 0
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or (func.attrs and "Primitive" in func.attrs):
-                continue
+        for gvar, func in non_primitive_functions(mod):
             rewriter = _Rewriter(mod)
             new_func = rewriter.visit_expr(func)
             if not rewriter.fused_groups:

@@ -15,13 +15,14 @@ from tvm import relax
 
 from ..analysis.execution_order import choose_order
 from ..analysis.graph import build_graphs
+from ..ir_utils import non_primitive_functions
 from ..registration import register_pass
 
 _LOG = logging.getLogger(__name__)
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="ScheduleExecutionOrder")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.ScheduleExecutionOrder")
 class ScheduleExecutionOrder:
     """Reorder every dataflow block of every non-primitive Relax function.
 
@@ -34,9 +35,7 @@ class ScheduleExecutionOrder:
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         mod = mod.clone()
-        for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or (func.attrs and "Primitive" in func.attrs):
-                continue
+        for gvar, func in non_primitive_functions(mod):
             if not isinstance(func.body, relax.SeqExpr):
                 continue
             graphs = {g.block_index: g for g in build_graphs(mod, gvar.name_hint)}

@@ -37,7 +37,8 @@ import tvm_ffi
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from ..analysis.graph import static_shape
+from ..analysis.graph import shape_without_axis, static_shape
+from ..ir_utils import non_primitive_functions
 from ..registration import register_pass
 
 MAX_ITERATIONS = 16  # fixed-point bound; real modules settle in 2-3 rounds
@@ -227,7 +228,7 @@ class _AlgebraicSimplifier(PyExprMutator):
                 source = self._tiled_source(pieces, axis)
                 if source is None or not _same_type(source, call):
                     continue
-                if len({_without_axis(static_shape(o.ty), axis) for o in others}) != 1:
+                if len({shape_without_axis(static_shape(o.ty), axis) for o in others}) != 1:
                     continue
                 merged = self.builder_.emit(relax.op.concat(others, axis=axis))
                 args = (source, merged) if side == 0 else (merged, source)
@@ -259,11 +260,6 @@ class _AlgebraicSimplifier(PyExprMutator):
         return source
 
 
-def _without_axis(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
-    axis = axis % len(shape)
-    return shape[:axis] + shape[axis + 1:]
-
-
 def _ints(expr) -> list[int]:
     """Integers of a Relax tuple of ``IntImm`` / ``PrimValue`` or of a ``ShapeExpr``."""
     items = expr.values if isinstance(expr, relax.ShapeExpr) else expr.fields
@@ -277,7 +273,7 @@ def _axes(call, ndim: int) -> list[int]:
     return [int(a) % ndim for a in axes]
 
 
-@tvm.transform.module_pass(opt_level=0, name="AlgebraicSimplify")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.AlgebraicSimplify")
 class AlgebraicSimplify:
     """One sweep of the algebraic rules over every non-primitive Relax function."""
 
@@ -285,9 +281,7 @@ class AlgebraicSimplify:
         self.counters = counters if counters is not None else Counter()
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        for gvar, func in list(mod.functions_items()):
-            if not isinstance(func, relax.Function) or (func.attrs and "Primitive" in func.attrs):
-                continue
+        for gvar, func in non_primitive_functions(mod):
             rewriter = _AlgebraicSimplifier(mod, self.counters)
             new_func = rewriter.visit_expr(func)
             rewriter.builder_.update_func(gvar, new_func)
@@ -296,7 +290,7 @@ class AlgebraicSimplify:
 
 
 @register_pass
-@tvm.transform.module_pass(opt_level=0, name="Simplify")
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.Simplify")
 class Simplify:
     """MindSpore graph simplification to a fixed point (see the module docstring).
 

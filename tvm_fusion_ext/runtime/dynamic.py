@@ -14,7 +14,7 @@ execution threads, so execution never waits for exploration (except for the firs
    dispatches to the cache's current version of that kernel, and compiles it once for the VM;
 3. :meth:`start_tuning` runs a background thread (the paper's exploration + code-generation
    threads folded into one): in rounds, MetaSchedule tunes each kernel for ``trials_per_round``
-   trials (in-process builder and runner, NOTES section 6), builds the best schedule found so far,
+   trials (in-process builder and runner, no worker processes), builds the best schedule found so far,
    measures it on random inputs and offers it to the cache, which keeps it only if it is faster;
 4. :meth:`run` executes ``main`` with whatever the cache holds at that moment.
 
@@ -41,6 +41,7 @@ import numpy as np
 import tvm
 from tvm import relax, tirx
 
+from ..ir_utils import SCHEDULED_ATTR
 from ..tuning.ms_builder import in_process_builder
 
 _LOG = logging.getLogger(__name__)
@@ -236,7 +237,7 @@ class DynamicRunner:
         """MetaSchedule's one-time start-up, in the calling thread; returns the seconds it took.
 
         ``TuneContext`` imports ``tvm.s_tir.tensor_intrin``, which parses ~250 TVMScript functions
-        (tens of seconds on a small machine, NOTES section 0). Without this call the tuning thread
+        (tens of seconds on a small machine). Without this call the tuning thread
         does it, concurrently with the loop.
         """
         start = time.perf_counter()
@@ -277,7 +278,7 @@ class DynamicRunner:
         sch = ms.tir_integration.compile_tir(database, func, self.tuning_target)
         if sch is None:
             return
-        tuned = sch.mod["main"].with_attr("tirx.is_scheduled", True)
+        tuned = sch.mod["main"].with_attr(SCHEDULED_ATTR, True)
         function, module = compile_kernel(tuned, name, self.target)
         latency = measure_kernel(module, name, tuned)
         swapped = self.cache.offer(name, CacheEntry(function, latency, f"tuned@{round_index}",

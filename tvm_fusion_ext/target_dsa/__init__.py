@@ -1,4 +1,4 @@
-"""A registered DSA target (issue 7): GraphTurbo's DSA abstraction (section 1, Fig. 1) for TVM.
+"""A registered DSA target: GraphTurbo's DSA abstraction (section 1, Fig. 1) for TVM.
 
 Importing this package registers the ``dsa/<name>`` target tags for every preset
 (:mod:`.target`), the spec factory for the ``"dsa"`` target key, the C math lowering, and the

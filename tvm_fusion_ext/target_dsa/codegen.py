@@ -1,4 +1,4 @@
-"""C code generation for DSA targets: ``target.build.c`` overridden from Python (NOTES section 7).
+"""C code generation for DSA targets: ``target.build.c`` overridden from Python.
 
 For a target whose keys hold ``"dsa"``, the source TVM's C codegen emits for the lowered kernels
 is extended: when a kernel calls it, a definition follows of the matrix-unit instruction ``dsa_mme_gemm_f32`` (host emulation of

@@ -14,11 +14,14 @@ from __future__ import annotations
 import logging
 
 import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
+from ..tir_passes.analysis import block_names
 from .kernel_model import MATRIX_CALL_PREFIX, TILE
 from .spec import DSASpec
+from .tir_helpers import LB, vars_in
 
 _LOG = logging.getLogger(__name__)
 
@@ -39,9 +42,9 @@ def register_matrix_intrin(shape: tuple[int, int, int]) -> str:
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle):
-        A = T.match_buffer(a, (m, k), "float32", offset_factor=1, scope="local.dsa_lb")
-        B = T.match_buffer(b, (k, n), "float32", offset_factor=1, scope="local.dsa_lb")
-        C = T.match_buffer(c, (m, n), "float32", offset_factor=1, scope="local.dsa_lb")
+        A = T.match_buffer(a, (m, k), "float32", offset_factor=1, scope=LB)
+        B = T.match_buffer(b, (k, n), "float32", offset_factor=1, scope=LB)
+        C = T.match_buffer(c, (m, n), "float32", offset_factor=1, scope=LB)
         with T.sblock("root"):
             T.reads(C[0:m, 0:n], A[0:m, 0:k], B[0:k, 0:n])
             T.writes(C[0:m, 0:n])
@@ -55,11 +58,11 @@ def register_matrix_intrin(shape: tuple[int, int, int]) -> str:
         lda = T.int32()
         ldb = T.int32()
         ldc = T.int32()
-        A = T.match_buffer(a, (m, k), "float32", offset_factor=1, scope="local.dsa_lb",
+        A = T.match_buffer(a, (m, k), "float32", offset_factor=1, scope=LB,
                            strides=[lda, 1])
-        B = T.match_buffer(b, (k, n), "float32", offset_factor=1, scope="local.dsa_lb",
+        B = T.match_buffer(b, (k, n), "float32", offset_factor=1, scope=LB,
                            strides=[ldb, 1])
-        C = T.match_buffer(c, (m, n), "float32", offset_factor=1, scope="local.dsa_lb",
+        C = T.match_buffer(c, (m, n), "float32", offset_factor=1, scope=LB,
                            strides=[ldc, 1])
         with T.sblock("root"):
             T.reads(C[0:m, 0:n], A[0:m, 0:k], B[0:k, 0:n])
@@ -79,7 +82,7 @@ def loop_iter_types(sch: s_tir.Schedule, block_rv) -> dict[str, int]:
     realize = _realize(sch, block_rv)
     out = {}
     for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-        for var in _vars(value):
+        for var in vars_in(value):
             out[var.name] = max(out.get(var.name, 0), int(iv.iter_type))
     return out
 
@@ -95,9 +98,7 @@ def tensorize_contractions(sch: s_tir.Schedule, spec: DSASpec) -> s_tir.Schedule
     shape = spec.matrix_shape
     if shape is None:
         return sch
-    from .schedule import _block_names
-
-    for name in _block_names(sch):
+    for name in block_names(sch.mod["main"]):
         roles = _gemm_roles(sch, sch.get_sblock(name))
         if roles is None:
             continue
@@ -115,8 +116,6 @@ def tensorize_func(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
     shape = spec.matrix_shape
     if shape is None:
         return func
-    import tvm_ffi
-
     realizes = []
     tvm_ffi.structural_walk(func.body, [(s_tir.SBlockRealize, realizes.append)])
     for name in [r.block.name_hint for r in realizes if _gemm_roles_of(r) is not None]:
@@ -159,12 +158,12 @@ def _gemm_roles_of(realize):
     vk = a_idx[-1].name
     if ivars.get(vk) is None or ivars[vk].iter_type != 2 or sum(iv.iter_type == 2 for iv in block.iter_vars) != 1:
         return None
-    if any(level != "local.dsa_lb" for level in (a.source.scope(), b.source.scope())):
+    if any(level != LB for level in (a.source.scope(), b.source.scope())):
         return None
     binding = {iv.var.name: value for iv, value in zip(block.iter_vars, realize.iter_values)}
     roles = {}
     for role, var in (("i", vi), ("j", vj), ("k", vk)):
-        loop_vars = [v.name for v in _vars(binding[var])]
+        loop_vars = [v.name for v in vars_in(binding[var])]
         roles[role] = loop_vars
     return roles
 
@@ -203,17 +202,7 @@ def _tensorize_one(sch, rv, roles, shape) -> bool:
 
 
 def _realize(sch, rv):
-    import tvm_ffi
-
     name = sch.get(rv).name_hint
     found = []
     tvm_ffi.structural_walk(sch.mod["main"].body, [(s_tir.SBlockRealize, found.append)])
     return next(r for r in found if r.block.name_hint == name)
-
-
-def _vars(expr) -> list:
-    import tvm_ffi
-
-    out = []
-    tvm_ffi.structural_walk(expr, [(tvm.ir.Var, out.append)])
-    return out

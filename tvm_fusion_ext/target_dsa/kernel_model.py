@@ -32,13 +32,16 @@ from collections import defaultdict
 import tvm
 from tvm import s_tir, tirx
 
+from ..tir_passes.analysis import compact_buffers
+from .tir_helpers import DDR, GB, elem_bytes, has_child_block
+
 LEVELS = ("ddr", "gb", "lb")
 TILE = "dsa.tile"
 CORES = "dsa.cores"
 DOUBLE_BUFFER = "dsa.double_buffer"
 INSTANCES = "dsa.instances"
 MATRIX_CALL_PREFIX = "dsa_mme_gemm"
-GB_SLICE_SCOPE = "global.dsa_gb.slice"
+GB_SLICE_SCOPE = f"{GB}.slice"
 
 _ARITH = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod,
           tirx.Min, tirx.Max, tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.And,
@@ -47,9 +50,9 @@ _ARITH = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.
 
 def level_of(scope: str) -> str:
     """Memory level of a storage scope: ``ddr``, ``gb`` or ``lb``."""
-    if scope in ("", "global"):
+    if scope in ("", DDR):
         return "ddr"
-    if scope == "global.dsa_gb" or scope.startswith("global.dsa_gb."):
+    if scope == GB or scope.startswith(f"{GB}."):
         return "gb"
     if scope.startswith(("local", "shared", "warp")):
         return "lb"
@@ -69,9 +72,9 @@ def gb_slices(scope: str) -> int:
 
 def kernel_model(func: tirx.PrimFunc, name: str = "main") -> dict:
     """The JSON-able model of one scheduled PrimFunc (see the module docstring)."""
-    compact = _compact(func)
-    walker = _Walker({p for p in compact.params})
-    walker.run(compact)
+    compacted = compact_buffers(func)
+    walker = _Walker({p for p in compacted.params})
+    walker.run(compacted)
     written = walker.written_params
     return {
         "name": name,
@@ -88,16 +91,10 @@ def kernel_model(func: tirx.PrimFunc, name: str = "main") -> dict:
     }
 
 
-def _compact(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """Allocation sites and compacted buffer shapes, as TVM's lowering computes them."""
-    mod = tvm.IRModule({"main": func})
-    mod = tvm.transform.Sequential([
-        s_tir.transform.LowerInitBlock(),
-        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
-        s_tir.transform.ConvertBlocksToOpaque(),
-        s_tir.transform.CompactBufferAllocation(),
-    ])(mod)
-    return mod["main"]
+def total_ops(model: dict) -> int:
+    """Operations of every compute event of a kernel model, over all its tiles."""
+    return sum(p["instances"] * e["ops"] for p in model["phases"] for e in p["events"]
+               if e["kind"] == "compute")
 
 
 class _Phase:
@@ -183,7 +180,7 @@ class _Walker:
             self.groups += 1
             group = (self.groups, bool(int(annotations.get(DOUBLE_BUFFER, 0))))
             body = stmt.body
-            while isinstance(body, s_tir.SBlockRealize) and _has_child_block(body.block.body):
+            while isinstance(body, s_tir.SBlockRealize) and has_child_block(body.block):
                 self._alloc(body.block, in_tile=False)
                 body = body.block.body
             yield from self._phase_stmts(_seq(body), repeat * _int(stmt.extent), group)
@@ -243,7 +240,7 @@ class _Walker:
         elif isinstance(stmt, s_tir.SBlockRealize):
             block = stmt.block
             self._alloc(block, in_tile)
-            if _has_child_block(block.body):
+            if has_child_block(block):
                 self._walk(block.body, phase, trip, seq_trip, in_tile)
             else:
                 self._leaf(block, phase, trip, seq_trip)
@@ -276,7 +273,7 @@ class _Walker:
         value = store.value
         if isinstance(value, tvm.ir.TensorLoad) and level_of(value.source.scope()) != dst:
             src = level_of(value.source.scope())
-            nbytes = trip * _elem_bytes(store.buffer)
+            nbytes = trip * elem_bytes(store.buffer)
             phase.add(("dma", ("src", src), ("dst", dst)), bytes=nbytes, transfers=seq_trip)
             self.dma_destinations.add(store.buffer)
             return
@@ -286,7 +283,7 @@ class _Walker:
         for buf in [store.buffer, *_loaded_buffers(value)]:
             level = level_of(buf.scope())
             if level != "lb":
-                phase.add(("direct", ("level", level)), bytes=trip * _elem_bytes(buf))
+                phase.add(("direct", ("level", level)), bytes=trip * elem_bytes(buf))
 
 
 def read_in_place(block, region) -> bool:
@@ -316,12 +313,6 @@ def indexed_by_data(region) -> bool:
 
 def _seq(stmt) -> list:
     return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
-
-
-def _has_child_block(stmt) -> bool:
-    found = []
-    tvm_ffi_walk(stmt, s_tir.SBlockRealize, found)
-    return bool(found)
 
 
 def tvm_ffi_walk(node, kind, out: list) -> None:
@@ -379,13 +370,8 @@ def _loaded_buffers(expr) -> list:
     return [load.source for load in loads]
 
 
-def _elem_bytes(buf) -> int:
-    dtype = tvm.runtime.DataType(str(buf.dtype))
-    return max(1, dtype.bits * dtype.lanes // 8)
-
-
 def _bytes(buf) -> int:
-    return math.prod(_int(d) for d in buf.shape) * _elem_bytes(buf)
+    return math.prod(_int(d) for d in buf.shape) * elem_bytes(buf)
 
 
 def _int(value) -> int:

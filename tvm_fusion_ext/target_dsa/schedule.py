@@ -28,15 +28,21 @@ import math
 from dataclasses import dataclass, replace
 
 import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 
+from ..ir_utils import SCHEDULED_ATTR, is_scheduled, with_functions
+from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR, SubgraphPlan
 from ..registration import register_pass
-from .kernel_model import CORES, DOUBLE_BUFFER, TILE, indexed_by_data, kernel_model, level_of
+from ..tir_passes.analysis import block_names, compact_buffers, divisors, sblocks, try_primitive
+from .instance_schedule import schedule_subgraph
+from .instance_staging import Unsupported
+from .intrinsics import loop_iter_types, tensorize_contractions
+from .kernel_model import CORES, DOUBLE_BUFFER, TILE, indexed_by_data, kernel_model, level_of, total_ops
 from .simulator import fits
 from .spec import DSASpec
+from .tir_helpers import GB, LB, alloc_buffers, is_reduction
 
-LB = "local.dsa_lb"
-GB = "global.dsa_gb"
 # Search limits of the untuned choice: tile shapes (largest first) and K chunks per tile.
 MAX_TILE_CANDIDATES = 8
 MAX_K_CHUNKS = 2
@@ -69,20 +75,18 @@ def stage_kernel(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions,
     store = sch.cache_write(out_block, 0, LB)
     _cache_inputs(sch, params)
     tile_loop = _tile(sch, store, decisions.tile)
-    for name in reversed(_block_names(sch)):
+    for name in reversed(block_names(sch.mod["main"])):
         if name != sch.get(store).name_hint:
-            _try(sch.compute_at, sch.get_sblock(name), tile_loop, preserve_unit_loops=True)
+            try_primitive(sch.compute_at, sch.get_sblock(name), tile_loop, preserve_unit_loops=True)
     if decisions.k_chunk:
         _split_reduction(sch, tile_loop, decisions.k_chunk, params)
     _scope_intermediates(sch, decisions.spill)
     if decisions.matrix:
-        from .intrinsics import tensorize_contractions
-
         sch = tensorize_contractions(sch, spec)
     sch.annotate(tile_loop, TILE, 1)
     sch.annotate(tile_loop, CORES, decisions.cores)
     sch.annotate(tile_loop, DOUBLE_BUFFER, int(decisions.double_buffer))
-    _try(sch.parallel, tile_loop)
+    try_primitive(sch.parallel, tile_loop)
     return sch
 
 
@@ -101,7 +105,7 @@ def tile_candidates(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
     """Tile shapes, largest first: dims before ``p`` are 1, dim ``p`` a divisor, dims after full."""
     seen, out = set(), []
     for p in range(len(shape)):
-        for f in sorted(_divisors(shape[p]), reverse=True):
+        for f in sorted(divisors(shape[p]), reverse=True):
             tile = (1,) * p + (f,) + tuple(shape[p + 1:])
             if tile not in seen:
                 seen.add(tile)
@@ -114,7 +118,7 @@ def contraction(func: tirx.PrimFunc) -> tuple[int, int] | None:
     multiply-accumulate block, if it has one (a GEMM has one reduction loop, a conv three)."""
     sch = s_tir.Schedule(func)
     _inline(sch)
-    for name in _block_names(sch):
+    for name in block_names(sch.mod["main"]):
         block = sch.get(sch.get_sblock(name))
         reduce = [iv for iv in block.iter_vars if iv.iter_type == 2]
         if reduce and _is_mac(block):
@@ -143,8 +147,6 @@ _DECISIONS_CACHE: dict[tuple, Decisions] = {}
 
 def default_decisions(func: tirx.PrimFunc, spec: DSASpec) -> Decisions:
     """:func:`_default_decisions`, memoised per (structural hash of the kernel, spec)."""
-    import tvm_ffi
-
     key = (tvm_ffi.structural_hash(func), spec)
     if key not in _DECISIONS_CACHE:
         _DECISIONS_CACHE[key] = _default_decisions(func, spec)
@@ -159,7 +161,7 @@ def _default_decisions(func: tirx.PrimFunc, spec: DSASpec) -> Decisions:
     shape = output_shape(func)
     info = contraction(func)
     k_extent = info[0] if info else None
-    all_chunks = sorted((d for d in _divisors(k_extent or 1) if d < (k_extent or 1)), reverse=True)
+    all_chunks = sorted((d for d in divisors(k_extent or 1) if d < (k_extent or 1)), reverse=True)
     chunks = [None] + all_chunks[:MAX_K_CHUNKS]
     tiles = tile_candidates(shape)
     matrix = spec.matrix_shape
@@ -167,8 +169,8 @@ def _default_decisions(func: tirx.PrimFunc, spec: DSASpec) -> Decisions:
         # Matrix unit first: tiles and K chunks that are multiples of its instruction shape.
         m, n, k = matrix
         lead = (1,) * (len(shape) - 2)
-        mm_tiles = sorted(((*lead, tm, tn) for tm in _divisors(shape[-2]) if tm % m == 0
-                           for tn in _divisors(shape[-1]) if tn % n == 0),
+        mm_tiles = sorted(((*lead, tm, tn) for tm in divisors(shape[-2]) if tm % m == 0
+                           for tn in divisors(shape[-1]) if tn % n == 0),
                           key=lambda t: (-math.prod(t), t))
         mm_chunks = [None] + [c for c in all_chunks if c % k == 0]
         for tile in mm_tiles:
@@ -199,7 +201,7 @@ def _search(func, spec: DSASpec, tiles, chunks, require_fit: bool) -> Decisions 
         for chunk in chunks:
             decisions = Decisions(tile, chunk, True, True, cores)
             model = kernel_model(stage_kernel(func, spec, decisions).mod["main"])
-            ops = _total_ops(model)
+            ops = total_ops(model)
             base_ops = ops if base_ops is None else base_ops
             if ops > base_ops:
                 break
@@ -224,8 +226,9 @@ class DSASchedule:
     """Module pass: the DSA staging schedule for every PrimFunc not yet scheduled.
 
     A PrimFunc the ``graphturbo`` strategies planned (module attribute ``graphturbo.plans``) gets
-    GraphTurbo's kernel generation instead (:mod:`.instance_schedule`: instances bound to cores,
-    buffer stitching, weight promotion), or this per-kernel staging if that declines.
+    GraphTurbo's kernel generation instead (:mod:`.instance_staging`: instances bound to cores,
+    buffer stitching, weight promotion; chosen by :mod:`.instance_schedule`), or this per-kernel
+    staging if that declines.
     ``stats`` counts scheduled, declined and ``graphturbo`` functions.
     """
 
@@ -234,18 +237,16 @@ class DSASchedule:
         self.stats = {"scheduled": 0, "declined": 0, "graphturbo": 0}
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR
-
         plans = mod.attrs.get(PLANS_ATTR, {}) if mod.attrs is not None else {}
         updates = {}
         for gvar, func in mod.functions_items():
-            if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
+            if not isinstance(func, tirx.PrimFunc) or is_scheduled(func):
                 continue
             if gvar.name_hint in plans:
                 staged = subgraph_kernel(func, self.spec, str(plans[gvar.name_hint]))
                 if staged is not None:
                     self.stats["graphturbo"] += 1
-                    updates[gvar] = staged.with_attr("tirx.is_scheduled", True)
+                    updates[gvar] = staged.with_attr(SCHEDULED_ATTR, True)
                     continue
             try:
                 decisions = default_decisions(func, self.spec)
@@ -257,19 +258,13 @@ class DSASchedule:
                 self.stats["declined"] += 1
                 continue
             self.stats["scheduled"] += 1
-            updates[gvar] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
-        mod = mod.clone() if updates else mod  # never modify the caller's module in place
-        for gvar, func in updates.items():
-            mod[gvar] = func
-        return mod
+            updates[gvar] = sch.mod["main"].with_attr(SCHEDULED_ATTR, True)
+        return with_functions(mod, updates)
 
 
 def subgraph_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str) -> tirx.PrimFunc | None:
     """GraphTurbo's kernel for a planned sub-graph (memoised per kernel, plan and spec by
     :func:`.instance_schedule.schedule_subgraph`), or None when the kernel generator declines it."""
-    from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
-    from .instance_schedule import Unsupported, schedule_subgraph
-
     try:
         return schedule_subgraph(func, spec, SubgraphPlan.from_json(plan_json)).func
     except (Unsupported, s_tir.ScheduleError, ValueError) as err:
@@ -282,30 +277,30 @@ def _inline(sch: s_tir.Schedule) -> None:
     """Inline element-wise / injective intermediates (producers, then consumers)."""
     for _ in range(8):
         changed = False
-        intermediates = _intermediates(sch)
-        for name in reversed(_block_names(sch)):
+        intermediates = alloc_buffers(sch.mod["main"])
+        for name in reversed(block_names(sch.mod["main"])):
             rv = sch.get_sblock(name)
             block = sch.get(rv)
-            if _is_reduction(block) or not any(block.writes[0].source.same_as(b) for b in intermediates):
+            if is_reduction(block) or not any(block.writes[0].source.same_as(b) for b in intermediates):
                 continue
             copy = isinstance(block.body, tirx.BufferStore) and isinstance(block.body.value, tvm.ir.TensorLoad)
             if copy or len(sch.get_consumers(rv)) == 1:
-                changed |= _try(sch.compute_inline, rv)
-        for name in _block_names(sch):
+                changed |= try_primitive(sch.compute_inline, rv)
+        for name in block_names(sch.mod["main"]):
             rv = sch.get_sblock(name)
             block = sch.get(rv)
-            if _is_reduction(block):
+            if is_reduction(block):
                 continue
             producers = sch.get_producers(rv)
-            if len(producers) == 1 and not _is_reduction(sch.get(producers[0])):
-                changed |= _try(sch.reverse_compute_inline, rv)
+            if len(producers) == 1 and not is_reduction(sch.get(producers[0])):
+                changed |= try_primitive(sch.reverse_compute_inline, rv)
         if not changed:
             return
 
 
 def _single_output_block(sch: s_tir.Schedule):
     params = set(_param_names(sch))
-    outs = [n for n in _block_names(sch) if sch.get(sch.get_sblock(n)).writes
+    outs = [n for n in block_names(sch.mod["main"]) if sch.get(sch.get_sblock(n)).writes
             and sch.get(sch.get_sblock(n)).writes[0].source.name in params]
     if len(outs) != 1:
         raise Decline(f"{len(outs)} blocks write kernel outputs")
@@ -314,7 +309,7 @@ def _single_output_block(sch: s_tir.Schedule):
 
 def _cache_inputs(sch: s_tir.Schedule, params: set) -> None:
     done = set()
-    for name in _block_names(sch):
+    for name in block_names(sch.mod["main"]):
         rv = sch.get_sblock(name)
         for index, region in enumerate(sch.get(rv).reads):
             buf = region.source
@@ -341,10 +336,10 @@ def _tile(sch: s_tir.Schedule, store, tile: tuple[int, ...]):
 
 def _split_reduction(sch: s_tir.Schedule, tile_loop, chunk: int, params: set) -> None:
     """Split the outer reduction loop of the contraction; stage its operands per chunk."""
-    for name in _block_names(sch):
+    for name in block_names(sch.mod["main"]):
         rv = sch.get_sblock(name)
         block = sch.get(rv)
-        if not (_is_reduction(block) and _is_mac(block)):
+        if not (is_reduction(block) and _is_mac(block)):
             continue
         loops = sch.get_loops(rv)
         tile_pos = next(i for i, lp in enumerate(loops) if sch.get_sref(lp).same_as(sch.get_sref(tile_loop)))
@@ -363,31 +358,24 @@ def _split_reduction(sch: s_tir.Schedule, tile_loop, chunk: int, params: set) ->
         for producer in sch.get_producers(rv):
             pblock = sch.get(producer)
             if pblock.reads and pblock.reads[0].source.name in params:
-                _try(sch.compute_at, producer, ko, preserve_unit_loops=True)
+                try_primitive(sch.compute_at, producer, ko, preserve_unit_loops=True)
         return
 
 
 def _scope_intermediates(sch: s_tir.Schedule, spill: tuple[str, ...]) -> None:
-    for name in _block_names(sch):
+    for name in block_names(sch.mod["main"]):
         rv = sch.get_sblock(name)
         buf = sch.get(rv).writes[0].source
-        if not any(buf.same_as(b) for b in _intermediates(sch)):
+        if not any(buf.same_as(b) for b in alloc_buffers(sch.mod["main"])):
             continue
         want = GB if buf.name in spill else LB
         if buf.scope() != want:
-            _try(sch.set_scope, rv, 0, want)
+            try_primitive(sch.set_scope, rv, 0, want)
 
 
 def _largest_lb_buffer(sch: s_tir.Schedule, spilled: list[str]) -> str | None:
-    from .kernel_model import _compact
-
-    compact = _compact(sch.mod["main"])
     best = None
-    import tvm_ffi
-
-    blocks = []
-    tvm_ffi.structural_walk(compact.body, [(s_tir.SBlock, blocks.append)])
-    for block in blocks:
+    for block in sblocks(compact_buffers(sch.mod["main"]), order="post"):
         for buf in block.alloc_buffers:
             if level_of(buf.scope()) != "lb" or buf.name in spilled:
                 continue
@@ -397,19 +385,8 @@ def _largest_lb_buffer(sch: s_tir.Schedule, spilled: list[str]) -> str | None:
     return best[1] if best else None
 
 
-def _total_ops(model: dict) -> int:
-    return sum(p["instances"] * e["ops"] for p in model["phases"] for e in p["events"]
-               if e["kind"] == "compute")
-
-
 def _loop_is_reduce(sch, rv, loop) -> bool:
-    from .intrinsics import loop_iter_types
-
     return loop_iter_types(sch, rv).get(sch.get(loop).loop_var.name) == 2
-
-
-def _is_reduction(block) -> bool:
-    return any(iv.iter_type == 2 for iv in block.iter_vars)
 
 
 def _is_mac(block) -> bool:
@@ -420,37 +397,5 @@ def _is_mac(block) -> bool:
     return isinstance(value, tirx.Add) and any(isinstance(s, tirx.Mul) for s in (value.a, value.b))
 
 
-def _block_names(sch: s_tir.Schedule) -> list[str]:
-    import tvm_ffi
-
-    blocks = []
-    tvm_ffi.structural_walk(sch.mod["main"].body, [(s_tir.SBlock, blocks.append)], order="pre")
-    return [b.name_hint for b in blocks if b.name_hint != "root"]
-
-
 def _param_names(sch: s_tir.Schedule) -> list[str]:
     return [p.name for p in sch.mod["main"].params]
-
-
-def _intermediates(sch: s_tir.Schedule) -> list:
-    import tvm_ffi
-
-    blocks = []
-    tvm_ffi.structural_walk(sch.mod["main"].body, [(s_tir.SBlock, blocks.append)])
-    return [b for block in blocks for b in block.alloc_buffers]
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def _is_scheduled(func: tirx.PrimFunc) -> bool:
-    return func.attrs is not None and bool(func.attrs.get("tirx.is_scheduled", False))
-
-
-def _try(primitive, *args, **kwargs) -> bool:
-    try:
-        primitive(*args, **kwargs)
-        return True
-    except s_tir.ScheduleError:
-        return False

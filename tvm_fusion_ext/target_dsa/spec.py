@@ -27,7 +27,7 @@ from pathlib import Path
 
 import tvm
 
-from ..hardware.spec import HardwareSpec
+from ..hardware.spec import HardwareSpec, spec_for_target
 
 UNIT_KINDS = ("vector", "vmac", "matrix", "scalar")
 KB = 1024
@@ -142,10 +142,15 @@ class DSASpec(HardwareSpec):
 
     @classmethod
     def from_target(cls, target: tvm.target.Target | str | None = None) -> DSASpec:
-        """The spec registered for a ``dsa/<name>`` target (its ``mcpu`` names the spec)."""
-        from .target import spec_of_target
-
-        return spec_of_target(target)
+        """The spec registered for a ``dsa/<name>`` target (its ``mcpu`` names the spec), found
+        through the factory :mod:`.target` registers for the ``"dsa"`` key."""
+        if target is None:
+            target = tvm.target.Target.current(allow_none=True)
+        if isinstance(target, (str, dict)):
+            target = tvm.target.Target(target)
+        if target is None or "dsa" not in list(target.keys):
+            raise ValueError(f"{target} is not a DSA target (its keys lack 'dsa')")
+        return spec_for_target(target)
 
     def to_dict(self) -> dict:
         out = asdict(self)

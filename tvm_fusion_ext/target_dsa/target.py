@@ -1,6 +1,6 @@
 """Target tags ``dsa/<name>`` for every :class:`DSASpec` (registered when the package is imported).
 
-TVM 0.27 cannot register a new target *kind* from Python (NOTES section 7), so a DSA is a *tag*
+TVM 0.27 registers target *kinds* in C++ only (``TVM_REGISTER_TARGET_KIND``), so a DSA is a *tag*
 over kind ``c``: ``keys`` holds ``"dsa"`` (so every DSA-aware pass and :func:`spec_for_target`
 recognise it), ``mcpu`` names the spec, and the host is the same C target, so every PrimFunc
 goes through ``target.build.c`` (overridden in :mod:`.codegen`). The numeric DSA facts have no

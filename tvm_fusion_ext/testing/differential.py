@@ -1,4 +1,4 @@
-"""Differential testing of every fusion strategy against the unfused module (issue 11, item 2).
+"""Differential testing of every fusion strategy against the unfused module.
 
 :func:`check_module` compiles one module under every registered strategy (``fusion_names()``) on
 each target, with the invariant checks of :mod:`tvm_fusion_ext.pipelines.instrument` on, runs it on random

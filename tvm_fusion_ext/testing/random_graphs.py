@@ -1,4 +1,4 @@
-"""Random well-formed Relax modules for fuzzing every fusion strategy (issue 11, item 1).
+"""Random well-formed Relax modules for fuzzing every fusion strategy.
 
 One generator, two drivers:
 

@@ -16,6 +16,7 @@ import tvm
 from tvm import relax
 
 from ..analysis.graph import DataflowGraph, NodeKind, build_graphs
+from ..ir_utils import is_primitive
 from ..relax_passes.materialize_partition import Partitioner
 
 _TAG = "__b"
@@ -69,7 +70,7 @@ def _tag_callees(mod: tvm.IRModule, func_name: str):
 def _groups_of_block(fused: tvm.IRModule, graph: DataflowGraph, owners) -> list[list[int]]:
     groups = []
     for gvar, func in fused.functions_items():
-        if not isinstance(func, relax.Function) or not (func.attrs and func.attrs.get("Primitive")):
+        if not isinstance(func, relax.Function) or not is_primitive(func):
             continue
         members = _members(func, graph, owners)
         if members:

@@ -301,23 +301,38 @@ def _is_int(expr) -> bool:
     return isinstance(expr, tirx.IntImm)
 
 
-def lowered_allocations(func: tirx.PrimFunc) -> dict[str, tuple[list[int], str]]:
-    """``{buffer name: (shape, scope)}`` of the intermediates lowering will allocate for ``func``.
+def sblocks(func: tirx.PrimFunc, order: str = "pre") -> list:
+    """Every block of ``func``, the root included, in pre-order (program order) or post-order."""
+    out: list = []
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, out.append)], order=order)
+    return out
 
-    Runs the first steps of TVM's TIR lowering (allocation placement and buffer compaction), so
-    the shapes are the ones a tile really needs: what "intermediates shrink to tile size" means.
-    """
+
+def block_names(func: tirx.PrimFunc) -> list[str]:
+    """Names of the blocks of ``func`` but the root, in program order."""
+    return [b.name_hint for b in sblocks(func) if b.name_hint != "root"]
+
+
+def compact_buffers(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with its allocations placed and its buffers compacted, as the first steps of
+    TVM's TIR lowering compute them."""
     passes = tvm.transform.Sequential([
         s_tir.transform.LowerInitBlock(),
         s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
         s_tir.transform.ConvertBlocksToOpaque(),
         s_tir.transform.CompactBufferAllocation(),
     ])
-    lowered = passes(tvm.IRModule({"main": func}))["main"]
-    blocks = []
-    tvm_ffi.structural_walk(lowered.body, [(s_tir.SBlock, blocks.append)])
+    return passes(tvm.IRModule({"main": func}))["main"]
+
+
+def lowered_allocations(func: tirx.PrimFunc) -> dict[str, tuple[list[int], str]]:
+    """``{buffer name: (shape, scope)}`` of the intermediates lowering will allocate for ``func``.
+
+    Runs the first steps of TVM's TIR lowering (allocation placement and buffer compaction), so
+    the shapes are the ones a tile really needs: what "intermediates shrink to tile size" means.
+    """
     return {buf.name: ([int(d) for d in buf.shape], buf.scope())
-            for block in blocks for buf in block.alloc_buffers}
+            for block in sblocks(compact_buffers(func), order="post") for buf in block.alloc_buffers}
 
 
 def regions_exact(sch: s_tir.Schedule) -> bool:
@@ -328,8 +343,7 @@ def regions_exact(sch: s_tir.Schedule) -> bool:
     one segment per tile. Rules that move blocks decline such functions.
     """
     func = sch.mod["main"]
-    blocks = []
-    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)])
+    blocks = sblocks(func)
     buffers = {param: param for param in func.params}
     buffers.update({buf: buf for block in blocks for buf in block.alloc_buffers})
     for block in blocks:
@@ -353,3 +367,8 @@ def try_primitive(primitive, *args, **kwargs) -> bool:
         return True
     except s_tir.ScheduleError:
         return False
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n``, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]

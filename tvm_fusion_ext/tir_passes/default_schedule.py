@@ -1,4 +1,4 @@
-"""Default CPU schedule for every PrimFunc under the ``untuned`` policy (issue 4, item 3).
+"""Default CPU schedule for every PrimFunc under the ``untuned`` policy.
 
 Structured like ``tvm.s_tir.dlight``: an ordered list of :class:`~tvm.s_tir.dlight.ScheduleRule`
 objects, each returning a schedule or ``None`` to decline, tried per PrimFunc until one applies:
@@ -21,7 +21,7 @@ import tvm
 from tvm import tirx
 
 from ..hardware import HardwareSpec, spec_for_target
-from ..ir_utils import with_functions
+from ..ir_utils import SCHEDULED_ATTR, is_scheduled, with_functions
 from ..registration import register_pass
 from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
@@ -50,7 +50,7 @@ class DefaultSchedule:
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         updates = {}
         for gvar, func in mod.functions_items():
-            if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
+            if not isinstance(func, tirx.PrimFunc) or is_scheduled(func):
                 continue
             target = self._target_of(func)
             spec = self.spec or spec_for_target(target)
@@ -58,7 +58,7 @@ class DefaultSchedule:
             sch, rule_name = _first_applicable(func, target, rules)
             self.stats[rule_name] += 1
             if sch is not None:
-                updates[gvar] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
+                updates[gvar] = sch.mod["main"].with_attr(SCHEDULED_ATTR, True)
         return with_functions(mod, updates)
 
     def _target_of(self, func: tirx.PrimFunc) -> tvm.target.Target:
@@ -95,7 +95,3 @@ def _first_applicable(func: tirx.PrimFunc, target, rules):
         if sch is not None:
             return sch, type(rule).__name__
     return None, UNSCHEDULED
-
-
-def _is_scheduled(func: tirx.PrimFunc) -> bool:
-    return func.attrs is not None and bool(func.attrs.get("tirx.is_scheduled", False))

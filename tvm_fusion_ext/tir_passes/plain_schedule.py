@@ -1,4 +1,4 @@
-"""Plain per-block CPU schedule: the fallback when anchor loop fusion declines (issue 4, item 3).
+"""Plain per-block CPU schedule: the fallback when anchor loop fusion declines.
 
 Every child block of the root keeps its own loop nest; its leading spatial loops are fused until
 they give every core work and parallelised, and its innermost loop is vectorised when it is

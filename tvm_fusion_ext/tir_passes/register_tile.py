@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from tvm import sym
 
 from ..hardware import HardwareSpec
-from .analysis import Access, BlockInfo, accesses, is_const_one, uses_any
+from .analysis import Access, BlockInfo, accesses, divisors, is_const_one, uses_any
 
 # At most this many spatial tile shapes are scored; longer candidate lists are thinned.
 _MAX_TILE_SHAPES = 4096
@@ -118,8 +118,8 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec):
             if q != v and info.extents[q] > 1
             and not any(_dims_using(operands[i], info.loop_iters[q].var) for i in streamed)]
         for q in candidates:
-            row_choices = _divisors(info.extents[q]) if q is not None else [1]
-            for vectors in _divisors(extent // lanes):
+            row_choices = divisors(info.extents[q]) if q is not None else [1]
+            for vectors in divisors(extent // lanes):
                 for rows in row_choices:
                     if rows * vectors + vectors + 1 > spec.vector_registers:
                         continue
@@ -162,7 +162,7 @@ def _reduce_block(info: BlockInfo, access: list[Access], micro: RegisterTile, bu
     extents = [micro.micro.get(p, 1) if p in info.spatial_positions else 1 for p in range(len(info.extents))]
     block = {}
     for pos in reversed(info.reduce_positions):
-        fitting = [d for d in _divisors(info.extents[pos])
+        fitting = [d for d in divisors(info.extents[pos])
                    if _bytes(access, [d if p == pos else e for p, e in enumerate(extents)]) <= budget]
         block[pos] = max(fitting, default=1)
         extents[pos] = block[pos]
@@ -178,7 +178,7 @@ def _spatial_tile(info: BlockInfo, access: list[Access], micro: RegisterTile, re
     number of tiles (when there are such tiles)."""
     spatial = info.spatial_positions
     minimum = micro.micro
-    choices = [[d for d in _divisors(info.extents[p]) if d % minimum.get(p, 1) == 0] for p in spatial]
+    choices = [[d for d in divisors(info.extents[p]) if d % minimum.get(p, 1) == 0] for p in spatial]
     while math.prod(len(c) for c in choices) > _MAX_TILE_SHAPES:
         longest = max(range(len(choices)), key=lambda i: len(choices[i]))
         choices[longest] = choices[longest][::2] + ([choices[longest][-1]] if len(choices[longest]) % 2 == 0 else [])
@@ -198,7 +198,3 @@ def _spatial_tile(info: BlockInfo, access: list[Access], micro: RegisterTile, re
 
 def _bytes(access: list[Access], extents: list[int]) -> int:
     return sum(a.bytes(extents) for a in access)
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]

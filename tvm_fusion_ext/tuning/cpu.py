@@ -4,8 +4,8 @@ Each kernel gets up to ``trials`` measured candidates (a per-task budget), one t
 other. The first is the ``untuned`` policy's own schedule (:func:`_seed_untuned`), so the tuned
 compile is never slower than the untuned one; the rest come from MetaSchedule's post-order-apply
 space for the target, evolutionary search ranked by the XGBoost cost model, compiled by the
-in-process builder (shared/tvm027/NOTES.md sections 0 and 6.1: the default builder's popen workers
-time out on small machines). Measurement is local (``LocalRunner``) or distributed
+in-process builder (:mod:`.ms_builder`: the default builder's popen workers time out on small
+machines). Measurement is local (``LocalRunner``) or distributed
 (:func:`rpc_runner`: MetaSchedule's ``RPCRunner`` asks an RPC tracker for a server registered under
 a key, uploads the ``.so`` built here and times it there, one session per candidate, as many in
 flight as servers). The records go to the JSON database in ``work_dir``, resumed as

@@ -16,7 +16,7 @@ way MetaSchedule's own rules express structural choices (e.g. ``meta_schedule.un
   re-derives the schedule from mutated decisions;
 * :class:`MutateDSADecision` (mutator) changes one sampled decision;
 * :class:`SimBuilder` turns a scheduled kernel into its kernel model (:mod:`.kernel_model`), the
-  only thing the simulator needs, written as JSON (no codegen, no popen pool: NOTES section 0);
+  only thing the simulator needs, written as JSON (no codegen, no popen pool, whose workers each spend ~23 s importing TVM's tensor intrinsics on a 2-core machine);
 * :class:`SimRunner` returns the simulated time of one call of the kernel
   (:func:`.simulator.kernel_cycles` / clock); a kernel that does not fit LB/GB is an error;
 * ``ms.cost_model.XGBModel`` over ``PerStoreFeature`` ranks candidates.
@@ -62,6 +62,7 @@ from ..target_dsa.schedule import (
 from ..target_dsa.simulator import fits, kernel_cycles
 from ..target_dsa.spec import DSASpec
 from ..target_dsa.target import spec_of_target
+from ..tir_passes.analysis import sblocks
 from .core import Resume, TaskReport, TuneReport, successful_secs, workload_key
 from .ms_builder import (
     close_logger,
@@ -141,8 +142,8 @@ def _kernel_space(func: tirx.PrimFunc, spec: DSASpec) -> KernelSpace:
     if gemm:
         m, n, _ = spec.matrix_shape
         lead = (1,) * (len(shape) - 2)
-        tiles += sorted(((*lead, tm, tn) for tm in _divisors(shape[-2]) if tm % m == 0
-                         for tn in _divisors(shape[-1]) if tn % n == 0),
+        tiles += sorted(((*lead, tm, tn) for tm in divisors(shape[-2]) if tm % m == 0
+                         for tn in divisors(shape[-1]) if tn % n == 0),
                         key=lambda t: (-_prod(t), t))
     tiles += [t for t in tile_candidates(shape) if t not in tiles]
     # LB-fitting tiles: the smallest staged working set of a tile (smallest K chunk, no double
@@ -192,7 +193,7 @@ def sample_decisions(sch: s_tir.Schedule, block, space: KernelSpace,
 def apply_decisions(sch: s_tir.Schedule, spec: DSASpec) -> bool:
     """Replace the ``dsa.decision.*`` annotations by the staging schedule they select."""
     carrier, choice = None, {}
-    for block in _blocks(sch.mod["main"]):
+    for block in _non_root_blocks(sch.mod["main"]):
         anns = dict(block.annotations) if block.annotations is not None else {}
         found = {k[len(ANNOTATION):]: int(v) for k, v in anns.items() if k.startswith(ANNOTATION)}
         if found:
@@ -468,24 +469,18 @@ def _trace_choice(trace) -> dict[str, int]:
 def carrier_name(func: tirx.PrimFunc) -> str:
     """The block that carries the sampled decisions: the one writing the kernel's output."""
     params = {p.name for p in func.params}
-    for block in _blocks(func):
+    for block in _non_root_blocks(func):
         if block.writes and block.writes[0].source.name in params:
             return block.name_hint
     raise Decline("no block writes a kernel output")
 
 
+def _non_root_blocks(func: tirx.PrimFunc) -> list:
+    return [b for b in sblocks(func) if b.name_hint != "root"]
+
+
 def carrier_block(sch: s_tir.Schedule):
     return sch.get_sblock(carrier_name(sch.mod["main"]))
-
-
-def _blocks(func: tirx.PrimFunc) -> list:
-    blocks = []
-    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)], order="pre")
-    return [b for b in blocks if b.name_hint != "root"]
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def _prod(values) -> int:

@@ -19,7 +19,7 @@ def in_process_builder(artifact: str = "candidate.tar"):
 
     MetaSchedule's default ``LocalBuilder`` starts a popen pool whose workers each import
     ``tvm.s_tir.tensor_intrin`` (about 23 s on a 2-core machine), so every candidate times out
-    (shared/tvm027/NOTES.md section 6.1). Building in-process avoids that start-up entirely.
+    (measured on this project's 2-core CI machines). Building in-process avoids that start-up.
     ``artifact`` is the file name the candidate is exported as (``.so``: linked here, so a
     runner can ship it to an RPC server that has no compiler).
     """
@@ -71,7 +71,7 @@ def only_tensor_intrinsics(families: tuple[str, ...] | None):
     """Make ``import tvm.s_tir.tensor_intrin`` load only ``families`` while the context is open.
 
     ``TuneContext`` imports the whole package, which registers every CUDA/x86/ARM/Hexagon
-    intrinsic by parsing TVMScript: ~23 s on an idle 2-core machine (NOTES section 0), minutes
+    intrinsic by parsing TVMScript: ~23 s on an idle 2-core machine, minutes
     under load. The families a target needs are imported for real (their intrinsics stay
     registered); the package itself is a stand-in that is removed afterwards, so a later import
     anywhere in the process loads the complete package. ``None``, or a package that is already

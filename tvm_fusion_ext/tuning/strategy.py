@@ -3,8 +3,8 @@
 
 1. the model is fused by the strategy (:func:`tvm_fusion_ext.pipelines.fusion_pipeline`:
    pre-processing, fusion, FuseTIR) and the tasks are extracted from *that* module
-   (shared/tvm027/NOTES.md section 6.2: ``compile_relax`` / ``tune_relax``'s usual path would
-   re-fuse with the built-in FuseOps);
+   (``tvm.s_tir.meta_schedule.relax_integration``'s ``tune_relax`` path would re-fuse with the
+   built-in FuseOps);
 2. the target's driver tunes them: :mod:`.cpu` (MetaSchedule's space, measured locally or over
    RPC) or, for DSA targets, :mod:`.dsa` (its own design space, simulated builder and runner);
 3. a second run with the same work directory resumes (:class:`.core.Resume`).

@@ -1,9 +1,9 @@
 """The two import paths users have, plus loading model files.
 
 * PyTorch: ``torch.export.export`` -> ``relax.frontend.torch.from_exported_program`` with weights
-  bound as constants (NOTES section 1.3).
+  bound as constants (``keep_params_as_input=False``).
 * ONNX: ``torch.onnx.export`` into memory (the TorchScript exporter: the dynamo one needs
-  ``onnxscript``) -> ``relax.frontend.onnx.from_onnx`` (NOTES section 1.4).
+  ``onnxscript``) -> ``relax.frontend.onnx.from_onnx``.
 
 The TorchScript exporter traces every ``x.size()`` / ``chunk`` as a ``Shape -> Gather -> ...``
 sub-graph, which ``from_onnx`` turns into data-dependent shapes that LegalizeOps rejects. Before

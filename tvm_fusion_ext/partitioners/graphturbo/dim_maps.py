@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 
 import tvm
-import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import tirx
+
+from ...tir_passes.analysis import sblocks
 
 
 def split_maps(func: tirx.PrimFunc, num_inputs: int) -> list[dict[int, tuple[int, int]]]:
@@ -31,7 +32,7 @@ def split_maps(func: tirx.PrimFunc, num_inputs: int) -> list[dict[int, tuple[int
     maps: list[dict[int, tuple[int, int]]] = [{} for _ in range(num_inputs)]
     if not shape:  # unknown, or a 0-d output: nothing to split
         return maps
-    blocks = _blocks(func)
+    blocks = [b for b in sblocks(func) if b.name_hint != "root"]
     whole = _needed(blocks, out, 0, shape[0])  # what the unsplit output reads (strides skip rows)
     if whole is None:
         return maps
@@ -96,12 +97,6 @@ def _needed(blocks, out, dim: int, length: int) -> dict[str, list[tuple[int, int
             needed[read.source.name] = bounds if old is None else [
                 (min(a[0], b[0]), max(a[1], b[1])) for a, b in zip(old, bounds)]
     return needed
-
-
-def _blocks(func) -> list:
-    out: list = []
-    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, out.append)], order="pre")
-    return [b for b in out if b.name_hint != "root"]
 
 
 def _shape(buf) -> tuple[int, ...] | None:

@@ -4,7 +4,8 @@
 instances, Fig. 6), the binding of its instances to cores (Algorithm 4) and the output scope
 Algorithm 4 inferred, plus Fig. 15's switches (:class:`KernelOptions`). The ``graphturbo``
 strategies store the plans of a module as its attribute :data:`PLANS_ATTR` (grouped function name ->
-JSON); the DSA kernel generator (:mod:`tvm_fusion_ext.target_dsa.instance_schedule`) reads them.
+JSON); the DSA kernel generator (:mod:`tvm_fusion_ext.target_dsa.instance_schedule`, staging
+by :mod:`tvm_fusion_ext.target_dsa.instance_staging`) reads them.
 """
 
 from __future__ import annotations

@@ -45,3 +45,10 @@ def allocate(tensors: list[Tensor], num_cts: int, lb_bytes: int, gb_bytes: int) 
                 spills.append((ct, victim.name, lower))
         peak = max(peak, sum(t.size for t in live if level[t.name] == "LB"))
     return Allocation(level, spills, peak)
+
+
+def live_peak(tensors: list[Tensor], level: dict[str, str], num_cts: int, at: str) -> int:
+    """Most bytes of the ``tensors`` placed at level ``at`` (``level``: tensor -> level) that are
+    live during one ct."""
+    return max((sum(t.size for t in tensors if level[t.name] == at and t.defined_at <= ct <= t.last_use)
+                for ct in range(num_cts)), default=0)

@@ -1,0 +1,875 @@
+"""Staging of GraphTurbo's kernel for one sub-graph on the DSA (graphturbo-dsa-scheduling.txt
+section 4, Fig. 10-13): the per-core pieces (:func:`stage_subgraph`) and the layer-bound form
+(:func:`stage_layers`).
+
+A ``graphturbo`` sub-graph reaches the DSA as one PrimFunc (``FuseTIR`` of the group) with the graph
+scheduler's :class:`~tvm_fusion_ext.partitioners.graphturbo.kernel_plan.SubgraphPlan` (BestSplit
+dimension and instance count, Algorithm 4's binding, Fig. 15's switches). :func:`stage_subgraph`
+writes the paper's kernel into that TIR:
+
+1. **Instances bound to cores** (sections 3.3, 3.4): the output is split along the plan's dimension
+   into its instances, and along bindable dimensions into one *piece* per core (and more where a
+   piece does not fit LB); the outer loops are fused into one loop annotated ``dsa.tile`` and
+   bound to every core. Every layer is ``compute_at`` into that loop, so one iteration runs the
+   whole sub-graph on one core's slice; TVM infers the halo a windowed op needs, and the simulator
+   counts the operations recomputing it.
+2. **Buffer stitching** (section 4.2, Fig. 10): layer outputs inside a piece are allocated in LB
+   (``local.dsa_lb``), released after their last use; if the live ones do not fit, the longest
+   lived are spilled to GB, then DDR (section 4.3, Fig. 12, via
+   :func:`~tvm_fusion_ext.partitioners.graphturbo.memory.allocate`). Without stitching (Fig. 15's
+   first bar) they all go to GB.
+3. **Loop fusion within layers, weight promotion** (section 4.1, Fig. 11): element-wise ops are
+   inlined into the element-wise op after them (epilogues, padding), never into a reduction;
+   activation inputs are DMA'd DDR -> LB once per piece and the output LB -> DDR once per piece.
+   Weights (inputs every piece reads whole) are promoted DDR -> GB once per cluster before the
+   piece loop, then GB -> LB per chunk of the anchor reading them: each reduction (conv, matmul)
+   is tiled along the output dimension indexing its weight (and along its reduction when one output
+   slice of the weight exceeds the promotion buffer, ``lb_bytes / WEIGHT_BUFFER_FRACTION``). An
+   anchor reading a spilled tensor stages it into LB per chunk the same way and writes a spilled
+   output back per chunk.
+4. **Across-layer instruction scheduling** (section 4.4, Fig. 13): the piece loop is double
+   buffered, so the next piece's promotions overlap this piece's layers.
+
+:mod:`.instance_schedule` chooses among the staged candidates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
+from ..partitioners.graphturbo.memory import Tensor, allocate, live_peak
+from ..tir_passes.analysis import block_names, compact_buffers, divisors, try_primitive
+from .intrinsics import tensorize_func
+from .kernel_model import (
+    CORES,
+    DOUBLE_BUFFER,
+    INSTANCES,
+    TILE,
+    gb_slices,
+    kernel_model,
+    level_of,
+    read_in_place,
+    sliced_scope,
+)
+from .spec import DSASpec
+from .tir_helpers import (
+    DDR,
+    GB,
+    LB,
+    alloc_buffers,
+    buffer_bytes,
+    elem_bytes,
+    is_reduction,
+    leaf_blocks,
+    live_ranges,
+    realizes,
+    vars_in,
+)
+
+# One promoted weight chunk takes at most this fraction of LB (section 2.2: "a small, fixed size
+# of buffers in LB to allow for the promotion of such tensors").
+WEIGHT_BUFFER_FRACTION = 4
+# Largest divisors tried per tiled loop of an anchor.
+MAX_TILE_OPTIONS = 8
+# Cheapest tiles of a layer staged, in the layer-bound form, until one's allocated LB fits.
+MAX_LAYER_TILE_TRIALS = 4
+# The loop over clusters that wraps the weight promotions (:func:`_promote_per_cluster`).
+CLUSTER_LOOP = "cluster"
+
+
+class Unsupported(Exception):
+    """The sub-graph cannot be staged this way (the caller falls back to the per-kernel schedule)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a piece's tensors go (section 4.3): ``spill`` names the ones not in LB (a layer output
+    by its buffer name, an activation input or an output by its parameter name) with their scope;
+    ``lb_peak`` / ``gb_peak`` are the live bytes of the others in LB and of the spilled ones in
+    one core's GB share."""
+
+    spill: dict = field(default_factory=dict)
+    lb_peak: int = 0
+    gb_peak: int = 0
+
+
+def stage_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
+                   splits: dict[int, int], placement: Placement | None = None) -> tirx.PrimFunc:
+    """The kernel of the module docstring, with the output split ``{dim: pieces}`` and the piece
+    tensors placed per ``placement`` (default: all in LB). The anchors' chunk buffers get what LB
+    leaves beside the piece tensors (halved when double-buffered), the promoted weights what GB
+    leaves beside the spilled piece tensors of a cluster's cores."""
+    placement = placement or Placement()
+    spill = placement.spill
+    sch, piece, weights = _pieces(func, plan, splits, spill)
+    intermediates = {b.name for b in alloc_buffers(func)}
+    for rv in _block_rvs(sch):
+        buf = sch.get(rv).writes[0].source
+        if buf.name in intermediates and buf.scope() != spill.get(buf.name, LB):
+            sch.set_scope(rv, 0, spill.get(buf.name, LB))
+    double = 2 if plan.options.instruction_scheduling else 1
+    chunk_budget = max(spec.lb_bytes // WEIGHT_BUFFER_FRACTION,
+                       (spec.lb_bytes - placement.lb_peak) // double)
+    promote_budget = spec.gb_bytes - spec.cores_per_cluster * placement.gb_peak
+    _stage_operands(sch, spec, weights, piece, chunk_budget, promote_budget)
+    _annotate(sch, piece, spec, plan)
+    return _promote_per_cluster(_tensorize(sch.mod["main"], spec), spec)
+
+
+def stage_pieces(func, spec: DSASpec, plan: SubgraphPlan, splits: dict[int, int]) -> tirx.PrimFunc:
+    """The pieces without weight staging: enough to count operations and size piece tensors."""
+    sch, piece, _ = _pieces(func, plan, splits, {})
+    _annotate(sch, piece, spec, plan)
+    return sch.mod["main"]
+
+
+def _pieces(func: tirx.PrimFunc, plan: SubgraphPlan, splits: dict[int, int],
+            spill: dict[str, str]) -> tuple[s_tir.Schedule, object, set[str]]:
+    """Items 1 and 3 of the module docstring without the weights: inline element-wise ops, cache
+    the outputs, split them into pieces, ``compute_at`` every block into the piece loop and stage
+    the activation inputs per piece. Returns the schedule, the piece loop and the parameters left
+    to stage (the weights: every piece reads them whole)."""
+    sch = s_tir.Schedule(func)
+    _inline_elementwise(sch)
+    params = {p.name for p in sch.mod["main"].params}
+    outputs = [rv for rv in _block_rvs(sch) if any(w.source.name in params for w in sch.get(rv).writes)]
+    if not outputs:
+        raise Unsupported("no block writes an output")
+    anchor = _anchor_output(sch, outputs, plan.output_shape)
+
+    def cache_output(rv):
+        return sch.cache_write(rv, 0, spill.get(sch.get(rv).writes[0].source.name, LB))
+
+    store = cache_output(anchor)
+    piece = _piece_loop(sch, store, splits)
+    others = [cache_output(rv) for rv in outputs if not sch.get(rv).same_as(sch.get(anchor))]
+    skip = {sch.get(rv).name_hint for rv in (store, *others)}
+    for rv in reversed(_block_rvs(sch)):
+        if sch.get(rv).name_hint not in skip:
+            try_primitive(sch.compute_at, rv, piece, preserve_unit_loops=True)
+    for rv in others:
+        if not try_primitive(sch.reverse_compute_at, rv, piece, preserve_unit_loops=True):
+            raise Unsupported("a second output cannot follow the piece loop")
+    piece_var = sch.get(piece).loop_var
+    by_name = realizes(sch.mod["main"])
+    weights = set()
+    for pname, names in _param_readers(by_name, params).items():
+        if not any(_depends_on(by_name[n], pname, piece_var) for n in names):
+            weights.add(pname)
+            continue
+        first = sch.get_sblock(names[0])
+        copy = sch.cache_read(first, _read_index(sch, first, pname), spill.get(pname, LB))
+        if not try_primitive(sch.compute_at, copy, piece, preserve_unit_loops=True):
+            raise Unsupported(f"input {pname} cannot be staged per piece")
+    return sch, piece, weights
+
+
+def _tensorize(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
+    """GEMM-shaped anchors on the matrix unit (:mod:`.intrinsics`)."""
+    return tensorize_func(_unique_block_names(func), spec)
+
+
+def _unique_block_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with duplicate block names (cache stages of one buffer for several consumers)
+    made unique with a ``_<k>`` suffix: name lookups and ``Schedule.copy`` need unique names."""
+    seen: set[str] = set()
+
+    def rename(block):
+        name, k = block.name_hint, 1
+        while name in seen:
+            name, k = f"{block.name_hint}_{k}", k + 1
+        seen.add(name)
+        if name == block.name_hint:
+            return block
+        return s_tir.SBlock(block.iter_vars, block.reads, block.writes, name, block.body, block.init,
+                            block.alloc_buffers, block.match_buffers, block.annotations)
+
+    return tvm_ffi.structural_map(func, [(s_tir.SBlock, rename)])
+
+
+def _annotate(sch, piece, spec: DSASpec, plan: SubgraphPlan) -> None:
+    sch.annotate(piece, TILE, 1)
+    sch.annotate(piece, CORES, spec.num_cores)
+    sch.annotate(piece, DOUBLE_BUFFER, int(plan.options.instruction_scheduling))
+
+
+def _param_readers(by_name: dict, params: set) -> dict[str, list[str]]:
+    """Blocks reading each input parameter among ``params``, in program order. A parameter some
+    block writes is an output (a multi-output sub-graph reads its earlier outputs): it is not
+    there before the kernel runs, so it is never staged or promoted as an input; nor is one read
+    through data-dependent indices or at several indices in one block
+    (:func:`.kernel_model.read_in_place`)."""
+    written = {w.source.name for realize in by_name.values() for w in realize.block.writes}
+    written |= {r.source.name for realize in by_name.values() for r in realize.block.reads
+                if read_in_place(realize.block, r)}
+    readers: dict[str, list[str]] = {}
+    for name, realize in by_name.items():
+        for region in realize.block.reads:
+            source = region.source.name
+            if source in params and source not in written and name not in readers.setdefault(source, []):
+                readers[region.source.name].append(name)
+    return readers
+
+
+def _stage_operands(sch: s_tir.Schedule, spec: DSASpec, weights: set[str], piece, budget: int,
+                    promote_budget: int) -> None:
+    """Weights (parameters every piece reads whole) DDR -> GB once, in order of use while they fit
+    ``promote_budget``, then -> LB per chunk of the anchor reading them, or per piece for small
+    operands of element-wise ops; an anchor's other operands in GB or DDR (spilled tensors) -> LB
+    per chunk of at most ``budget`` bytes, and a spilled anchor output written back per chunk
+    (module docstring, item 3)."""
+    by_name = realizes(sch.mod["main"])
+    small: list[tuple[str, str]] = []  # (first reader, staged buffer) copied to LB per piece
+    for pname, names in _param_readers(by_name, weights).items():
+        first = sch.get_sblock(names[0])
+        source = pname
+        size = buffer_bytes(sch.get(first).reads[_read_index(sch, first, pname)].source)
+        if size <= promote_budget:
+            promote_budget -= size
+            copy = sch.cache_read(first, _read_index(sch, first, pname), GB)
+            source = sch.get(copy).writes[0].source.name
+        anchor_read = len(names) == 1 and is_reduction(by_name[names[0]].block)
+        if not anchor_read and size <= spec.lb_bytes // WEIGHT_BUFFER_FRACTION:
+            small.append((names[0], source))
+    for reader, name in small:  # one LB copy per piece, read by every reader
+        rv = sch.get_sblock(reader)
+        copy = sch.cache_read(rv, _read_index(sch, rv, name), LB)
+        sch.compute_at(copy, piece, preserve_unit_loops=True)
+    for rv in _block_rvs(sch):
+        block = sch.get(rv)
+        if not is_reduction(block):
+            continue
+        written = block.writes[0].source
+        staged = sorted({r.source.name for r in block.reads if r.source.scope() in (GB, DDR)
+                         and not r.source.same_as(written) and not read_in_place(block, r)})
+        spilled_out = written.scope() != LB
+        if not staged and not spilled_out:
+            continue
+        spatial, reduce = _chunk_loops(sch, rv, set(staged), spec, budget, spilled_out)
+        inner = ([*spatial, *reduce] or [piece])[-1]
+        for bname in staged:
+            copy = sch.cache_read(rv, _read_index(sch, rv, bname), LB)
+            try_primitive(sch.compute_at, copy, inner, preserve_unit_loops=True)
+        if spilled_out:
+            write = sch.cache_write(rv, 0, LB)
+            try_primitive(sch.reverse_compute_at, write, (spatial or [piece])[-1], preserve_unit_loops=True)
+
+
+def _chunk_loops(sch: s_tir.Schedule, rv, staged: set[str], spec: DSASpec, budget: int,
+                 spilled_out: bool) -> tuple[list, list]:
+    """Tile an anchor below the piece loop (section 4.1, Fig. 11): its two outermost spatial loops,
+    and its outer reduction loop, get the tile sizes that minimise the time of the DMAs bringing the
+    ``staged`` operands (promoted weights, spilled tensors) into LB per chunk - bytes at the GB
+    rate of one core plus one DMA latency per transfer - while one chunk's buffers fit ``budget``
+    (the caller halves it for double buffering). Returns the split loops as ``(spatial,
+    reduction)`` lists, moved right below the piece loop."""
+    loops = _LoopNest(sch, rv, depth=1, spec=spec)
+    regions = [_Span(r) for r in loops.block.reads if r.source.name in staged]
+    if spilled_out:
+        regions += [_Span(w) for w in loops.block.writes]
+    rate = spec.bytes_per_cycle("gb") / spec.cores_per_cluster
+
+    def cost(tile: dict[str, int]):
+        per_chunk = [r.bytes(loops.dom(tile)) for r in regions]
+        if sum(per_chunk) > budget:
+            return None
+        chunks = math.prod(loops.extent[v] // tile[v] for v in loops.tiled)
+        return chunks * (sum(per_chunk) / rate + len(per_chunk) * spec.dma_latency_cycles)
+
+    return loops.split(loops.best(cost))
+
+
+class _LoopNest:
+    """The loops of block ``rv`` below its first ``depth`` loops, as a tiling problem: its
+    ``outer`` outermost spatial loops (a GEMM's last two, in multiples of the matrix unit, and
+    with ``batches`` its batch loops too) and its outer reduction loop are ``tiled``;
+    :meth:`best` picks tile sizes by a cost, :meth:`split` applies them."""
+
+    def __init__(self, sch: s_tir.Schedule, rv, depth: int, spec: DSASpec, batches: bool = False,
+                 outer: int = 2):
+        self.sch, self.rv, self.depth = sch, rv, depth
+        realize = _realize(sch, rv)
+        self.block = realize.block
+        self.own = sch.get_loops(rv)[depth:]
+        self.extent = {sch.get(lp).loop_var.name: int(sch.get(lp).extent) for lp in self.own}
+        self.order = [sch.get(lp).loop_var.name for lp in self.own]
+        self.feeds: dict[str, tuple[str, int]] = {}  # loop var -> (block var, iter type)
+        for iv, value in zip(self.block.iter_vars, realize.iter_values):
+            for var in vars_in(value):
+                if var.name in self.extent:
+                    self.feeds.setdefault(var.name, (iv.var.name, int(iv.iter_type)))
+        spatial = [v for v in self.order if v in self.feeds and self.feeds[v][1] == 0
+                   and self.extent[v] > 1]
+        self.matrix = spec.matrix_shape if _gemm_like(self.block) else None
+        self.spatial_loops = len(spatial)
+        if self.matrix is None:
+            self.spatial = spatial[:outer]
+        else:  # with ``batches`` a batched GEMM's batch loops too (else a tile holds all batches)
+            self.spatial = spatial if batches else spatial[-2:]
+        self.reduce = [v for v in self.order if v in self.feeds and self.feeds[v][1] == 2
+                       and self.extent[v] > 1][:1]
+        self.tiled = self.spatial + self.reduce
+
+    def dom(self, tile: dict[str, int]) -> dict[str, int]:
+        """Values each block var takes within one tile."""
+        return {self.feeds[v][0]: tile.get(v, self.extent[v]) for v in self.order if v in self.feeds}
+
+    def best(self, cost) -> dict[str, int]:
+        """The tile of least ``cost(tile)`` (None: infeasible); if none is feasible, the
+        smallest tile tried."""
+        ranked = self.ranked(cost)
+        if ranked:
+            return ranked[0]
+        return dict(zip(self.tiled, min(self.choices(), key=math.prod)))
+
+    def choices(self) -> list[tuple[int, ...]]:
+        """Tile sizes per tiled loop (:func:`_tile_choices`); a GEMM's batch loops take any
+        divisor, its last two spatial loops and its reduction multiples of the matrix unit."""
+        shape = None
+        if self.matrix is not None:
+            gemm = self.matrix[max(0, 2 - len(self.spatial)):2]
+            shape = ((1,) * (len(self.spatial) - len(gemm)) + tuple(gemm)
+                     + tuple(self.matrix[2:][:len(self.reduce)]))
+        return _tile_choices([self.extent[v] for v in self.tiled], shape)
+
+    def ranked(self, cost) -> list[dict[str, int]]:
+        """The feasible tiles (``cost`` not None), cheapest first."""
+        scored = []
+        for sizes in self.choices():
+            tile = dict(zip(self.tiled, sizes))
+            value = cost(tile)
+            if value is not None:
+                scored.append((value, -math.prod(sizes), sizes, tile))
+        return [item[-1] for item in sorted(scored, key=lambda item: item[:3])]
+
+    def split(self, tile: dict[str, int], keep_spatial: bool = False) -> tuple[list, list]:
+        """Split the tiled loops by ``tile`` (spatial loops even when whole with
+        ``keep_spatial``, leaving a unit outer loop); the outer parts go first, spatial then
+        reduction."""
+        sch = self.sch
+        loops = {sch.get(lp).loop_var.name: lp for lp in self.own}
+        outer = {v: sch.split(loops[v], [self.extent[v] // tile[v], tile[v]])[0]
+                 for v in self.tiled if tile[v] < self.extent[v]
+                 or (keep_spatial and v in self.spatial)}
+        if not outer:
+            return [], []
+        first = list(outer.values())
+        rest = [lp for lp in sch.get_loops(self.rv)[self.depth:] if not any(_same(sch, lp, o) for o in first)]
+        sch.reorder(*first, *rest)
+        return [outer[v] for v in self.spatial if v in outer], [outer[v] for v in self.reduce if v in outer]
+
+
+def _tile_choices(extents: list[int], matrix: tuple[int, ...] | None) -> list[tuple[int, ...]]:
+    """Tile sizes per tiled loop: its divisors (multiples of the matrix unit's shape, ``matrix``
+    with one entry per loop, when every extent allows), at most :data:`MAX_TILE_OPTIONS` spread
+    from the smallest to the largest."""
+    options = [divisors(e) for e in extents]
+    if matrix is not None:
+        shaped = [[d for d in opts if d % m == 0] for opts, m in zip(options, matrix)]
+        if all(shaped):
+            options = shaped
+    out = [()]
+    for opts in options:
+        if len(opts) > MAX_TILE_OPTIONS:
+            step = (len(opts) - 1) / (MAX_TILE_OPTIONS - 1)
+            opts = sorted({opts[round(k * step)] for k in range(MAX_TILE_OPTIONS)})
+        out = [t + (d,) for t in out for d in opts]
+    return out
+
+
+class _Span:
+    """Bytes of a buffer region when each block var ``v`` takes ``dom[v]`` values (interval
+    arithmetic on its index expressions), memoised per dimension."""
+
+    def __init__(self, region):
+        self.buffer = region.source
+        self.dims = []
+        for rng, extent in zip(region.region, region.source.shape):
+            names = tuple(sorted({v.name: v for v in vars_in(rng.min)}.items()))
+            self.dims.append((rng, int(extent), names))
+        self.memo: dict = {}
+        self.analyzer = tvm.sym.Analyzer()
+
+    def bytes(self, dom: dict[str, int]) -> int:
+        total = 1
+        for k, (rng, extent, names) in enumerate(self.dims):
+            key = (k, tuple(dom.get(n, 0) for n, _ in names))
+            if key not in self.memo:
+                sets = {var: tvm.sym.IntervalSet(tirx.const(0, str(var.ty.dtype)),
+                                                 tirx.const(dom[n] - 1, str(var.ty.dtype)))
+                        for n, var in names if n in dom}
+                bound = self.analyzer.int_set(rng.min, sets)
+                span = int(bound.max_value) - int(bound.min_value) + int(rng.extent)
+                self.memo[key] = min(extent, span)
+            total *= self.memo[key]
+        return total * elem_bytes(self.buffer)
+
+
+def _gemm_like(block) -> bool:
+    """A multiply-accumulate over exactly one reduction axis (what the matrix unit can take)."""
+    body = block.body
+    return (sum(iv.iter_type == 2 for iv in block.iter_vars) == 1
+            and isinstance(body, tirx.BufferStore) and isinstance(body.value, tirx.Add)
+            and any(isinstance(side, tirx.Mul) for side in (body.value.a, body.value.b)))
+
+
+def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
+                 instances: int = 1) -> tirx.PrimFunc:
+    """The sub-graph with every layer bound to all cores (section 3.4's binding across the
+    "other parallelizable dimensions"): inside an optional loop over ``instances`` of the plan's
+    dimension (annotated ``dsa.instances``), each block is one phase tiled over the cores
+    (:func:`_tile_layer`), its operands staged into LB per tile; layer outputs are exchanged
+    through GB (Algorithm 4 sends an output to GB when producer and consumer bindings differ, as
+    they do here), spilled to DDR by liveness when the live ones exceed GB (section 4.3).
+    Weights are promoted to GB (:func:`_promote_anchor_weights`), and a GEMM's activation
+    operands still in DDR are promoted per instance (:func:`_promote_gemm_activations`); with
+    instruction scheduling the instance loop is double buffered, the next instance's promotions
+    overlapping this one's layers (section 4.4)."""
+    sch = s_tir.Schedule(func)
+    _inline_elementwise(sch)
+    params = {p.name for p in sch.mod["main"].params}
+    depth = 0
+    outer = None
+    double = plan.options.instruction_scheduling
+    if instances > 1:
+        outputs = [rv for rv in _block_rvs(sch) if any(w.source.name in params
+                                                        for w in sch.get(rv).writes)]
+        anchor = _anchor_output(sch, outputs, plan.output_shape)
+        loop = sch.get_loops(anchor)[plan.dim]
+        extent = int(sch.get(loop).extent)
+        if extent % instances:
+            raise Unsupported(f"{instances} instances do not divide extent {extent}")
+        outer, _ = sch.split(loop, [instances, extent // instances])
+        if not _same(sch, outer, sch.get_loops(anchor)[0]):
+            sch.reorder(outer, sch.get_loops(anchor)[0])
+        for rv in reversed(_block_rvs(sch)):
+            inside = sch.get(rv).same_as(sch.get(anchor)) or try_primitive(
+                sch.compute_at, rv, outer, preserve_unit_loops=True) or try_primitive(
+                sch.reverse_compute_at, rv, outer, preserve_unit_loops=True)
+            if not inside:
+                raise Unsupported(f"block {sch.get(rv).name_hint} stays outside the instances")
+        sch.annotate(outer, INSTANCES, 1)
+        sch.annotate(outer, DOUBLE_BUFFER, int(double))
+        depth = 1
+    scopes, gb_peak = _layer_scopes(sch, spec)
+    for name, scope in scopes.items():
+        sch.set_scope(sch.get_sblock(name), 0, scope)
+    layers = _block_rvs(sch)  # the promotions below stay outside the layers' tiles
+    budget = _promote_anchor_weights(sch, params, spec.gb_bytes - gb_peak, depth, spec)
+    if outer is not None:
+        sch = _promote_gemm_activations(sch, layers, outer, budget, instances, double)
+    for rv in layers:
+        if len(sch.get_loops(rv)) > depth and not _tiled(sch, rv):
+            sch = _tile_layer(sch, rv, spec, depth, double, plan.options.stitch)
+    return _promote_per_cluster(_tensorize(sch.mod["main"], spec), spec)
+
+
+def _promote_anchor_weights(sch, params: set[str], budget: int, depth: int,
+                            spec: DSASpec) -> int:
+    """Weight promotion in the layer-bound form (section 4.1): the parameters an anchor reads
+    whole in every instance (its tiles read them again and again) are copied DDR -> GB once
+    before the instances, in order of use while they fit ``budget``. A weight larger than that
+    is split across the clusters' GBs along the output dimension its anchor indexes
+    (:func:`_slice_dim`), each cluster promoting and reading only its slice, when one slice fits.
+    Returns the GB budget left."""
+    by_name = realizes(sch.mod["main"])
+    for pname, names in _param_readers(by_name, params).items():
+        block = sch.get_sblock(names[0])
+        index = _read_index(sch, block, pname)
+        buf = sch.get(block).reads[index].source
+        if not is_reduction(by_name[names[0]].block):
+            continue
+        if depth and any(_depends_on(by_name[n], pname, sch.get(sch.get_loops(sch.get_sblock(n))[0]).loop_var)
+                         for n in names):
+            continue  # an activation: each instance reads its own slice
+        size = buffer_bytes(buf)
+        if size <= budget:
+            budget -= size
+            sch.cache_read(block, index, GB)
+            continue
+        dim = _slice_dim(by_name[names[0]].block, pname, spec.clusters)
+        slice_bytes = size // spec.clusters
+        if dim is None or len(names) > 1 or slice_bytes > budget or buf.dtype.bits > 32:
+            continue
+        budget -= slice_bytes
+        copy = sch.cache_read(block, index, sliced_scope(spec.clusters))
+        loops = sch.get_loops(copy)
+        part, _ = sch.split(loops[dim], [spec.clusters, int(buf.shape[dim]) // spec.clusters])
+        sch.reorder(part, *[lp for lp in sch.get_loops(copy) if not _same(sch, lp, part)])
+        sch.annotate(part, TILE, 1)
+        sch.annotate(part, CORES, spec.clusters)
+        sch.annotate(part, DOUBLE_BUFFER, 0)
+    return budget
+
+
+def _slice_dim(block, name: str, clusters: int) -> int | None:
+    """The dimension of weight ``name`` to split across ``clusters``: the last one the anchor
+    ``block`` indexes with a spatial variable (a GEMM weight's output columns), if ``clusters``
+    divides it."""
+    spatial = {iv.var.name for iv in block.iter_vars if iv.iter_type == 0}
+    region = next(r for r in block.reads if r.source.name == name)
+    dims = [d for d, rng in enumerate(region.region)
+            if any(v.name in spatial for v in vars_in(rng.min))
+            and int(region.source.shape[d]) % clusters == 0]
+    return dims[-1] if dims else None
+
+
+def _promote_gemm_activations(sch: s_tir.Schedule, layers: list, outer, budget: int,
+                              instances: int, double: bool) -> s_tir.Schedule:
+    """Activation promotion per instance (sections 3.3 and 4.1): a GEMM-shaped layer's operands
+    still in DDR (inputs, spilled layer outputs) that move with the instance are copied DDR -> GB
+    at the start of each instance, while one instance's slices (twice that with the instance loop
+    double buffered) fit ``budget``; every cluster fills its own GB with them
+    (:func:`_promote_per_cluster`). Returns the schedule (a copy when a promotion was applied)."""
+    instance_var = sch.get(outer).loop_var
+    for rv in layers:
+        realize = _realize(sch, rv)
+        if not _gemm_like(realize.block):
+            continue
+        written = realize.block.writes[0].source
+        for region in realize.block.reads:
+            buf = region.source
+            if _level(buf.scope()) != "ddr" or buf.same_as(written) or read_in_place(realize.block, region) \
+                    or not _depends_on(realize, buf.name, instance_var):
+                continue
+            size = buffer_bytes(buf) // instances * (2 if double else 1)
+            if size > budget:
+                continue
+            trial = sch.copy()
+            copy = trial.cache_read(rv, _read_index(trial, rv, buf.name), GB, consumer_blocks=[rv])
+            if try_primitive(trial.compute_at, copy, outer, preserve_unit_loops=True):
+                sch, budget = trial, budget - size
+    return sch
+
+
+def _layer_scopes(sch, spec: DSASpec) -> tuple[dict[str, str], int]:
+    """Scope of each layer output (by the block writing it): GB, or DDR for the longest-lived
+    ones when the live ones exceed GB (section 4.3 with LB out of the picture); and the live peak
+    of those in GB."""
+    compacted = compact_buffers(sch.mod["main"])
+    leaves = leaf_blocks(compacted)
+    allocated = {b.name: buffer_bytes(b) for b in alloc_buffers(compacted)}
+    first, last = live_ranges(leaves)
+    writer = {}
+    for leaf in leaves:
+        for region in leaf.writes:
+            writer.setdefault(region.source.name, leaf.name_hint)
+    tensors = [Tensor(n, size, first.get(n, 0), last.get(n, 0)) for n, size in allocated.items()
+               if n in writer]
+    placed = allocate(tensors, len(leaves), 0, spec.gb_bytes)
+    peak = live_peak(tensors, placed.level, len(leaves), "GB")
+    return {writer[n]: GB if level == "GB" else DDR for n, level in placed.level.items()}, peak
+
+
+def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int,
+                double: bool, stitch: bool = False) -> s_tir.Schedule:
+    """One layer as one phase: its outer spatial loops (all of a batched GEMM's; more than two
+    where one row of the inner ones exceeds LB) tiled and fused
+    into a loop over tiles bound to every core, its reduction chunked, every operand outside LB
+    staged per chunk and its output written back per tile. Tile sizes minimise the phase's cycles
+    as the simulator counts them (loads, MACs on the unit the block uses - the matrix unit for
+    GEMM-shaped tiles -, stores; double buffering) among those whose buffers fit LB. The
+    estimate's regions are exact per block variable, but the buffers TVM allocates are bounded
+    through the fused tile loop (a reshape's ``(t * 32 + i) // 128`` spans two rows to it), so
+    the cheapest :data:`MAX_LAYER_TILE_TRIALS` tiles are staged on copies of ``sch`` and the first
+    whose allocated LB fits is returned; :class:`Unsupported` if none does. With buffer stitching
+    (``stitch``) a GEMM's epilogue runs in its tile (:func:`_epilogue`) where that still fits."""
+    loops = _LoopNest(sch, rv, depth, spec, batches=True)
+    if not loops.spatial:
+        return sch
+    ranked = loops.ranked(_layer_cost(loops, spec, double))
+    outer = len(loops.spatial)
+    while not ranked and loops.matrix is None and outer < loops.spatial_loops:
+        outer += 1  # rows too large for LB: tile one more spatial loop
+        loops = _LoopNest(sch, rv, depth, spec, outer=outer)
+        ranked = loops.ranked(_layer_cost(loops, spec, double))
+    epilogue = _epilogue(sch, rv) if stitch and loops.matrix is not None else None
+    for tile in ranked[:MAX_LAYER_TILE_TRIALS]:
+        for fused in ([epilogue, None] if epilogue is not None else [None]):
+            trial = sch.copy()
+            _stage_layer_tile(trial, rv, spec, depth, double, tile, outer, fused)
+            footprint = kernel_model(trial.mod["main"])["footprint"]
+            if footprint["lb_live_double_buffered" if double else "lb_live"] <= spec.lb_bytes:
+                return trial
+    raise Unsupported(f"no tile of layer {loops.block.name_hint} fits LB")
+
+
+def _tiled(sch: s_tir.Schedule, rv) -> bool:
+    """Whether block ``rv`` already runs inside a tile loop (an epilogue fused into its GEMM)."""
+    return any(TILE in dict(sch.get(lp).annotations or {}) for lp in sch.get_loops(rv))
+
+
+def _epilogue(sch: s_tir.Schedule, rv):
+    """The element-wise layer that alone consumes GEMM ``rv``'s layer output (bias, activation,
+    residual add: section 4.1's loop fusion around an anchor), or None."""
+    written = sch.get(rv).writes[0].source
+    if written.name in {p.name for p in sch.mod["main"].params}:
+        return None
+    consumers = sch.get_consumers(rv)
+    if len(consumers) != 1 or is_reduction(sch.get(consumers[0])):
+        return None
+    return consumers[0]
+
+
+def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
+    """Simulated cycles of the phase of :func:`_tile_layer` per tile size (None: its buffers
+    do not fit LB)."""
+    block = loops.block
+    reads = [(_Span(r), r.source.scope()) for r in block.reads if r.source.scope() != LB
+             and not r.source.same_as(block.writes[0].source)]
+    out = _Span(block.writes[0])
+    out_level = _level(block.writes[0].source.scope())
+    iterations = math.prod(loops.extent.values())
+    lat = spec.dma_latency_cycles
+    gemm = loops.matrix is not None and spec.matrix_shape is not None
+    unit = spec.unit_for("vmac" if is_reduction(block) else "vector")
+    matrix = spec.unit_for("matrix") if gemm else unit
+
+    def rate(level: str, active: int):
+        if level == "ddr":
+            return spec.bytes_per_cycle("ddr") / active
+        return spec.bytes_per_cycle("gb") / min(active, spec.cores_per_cluster)
+
+    def on_matrix(tile: dict[str, int]) -> bool:
+        dims = [*loops.spatial[-2:], *loops.reduce]
+        shape = [*spec.matrix_shape[2 - len(loops.spatial[-2:]):2], *spec.matrix_shape[2:][:len(loops.reduce)]]
+        return all(tile[v] % m == 0 for v, m in zip(dims, shape))
+
+    sliced = _sliced_loops(loops)
+
+    def cost(tile: dict[str, int]):
+        if any((loops.extent[v] // tile[v]) % k for v, k in sliced.items()):
+            return None  # each cluster's tiles read one slice of a sliced weight
+        dom = loops.dom(tile)
+        staged = [(span.bytes(dom), _level(scope)) for span, scope in reads]
+        out_bytes = out.bytes(dom)
+        if sum(b for b, _ in staged) * (2 if double else 1) + out_bytes > spec.lb_bytes:
+            return None
+        tiles = math.prod(loops.extent[v] // tile[v] for v in loops.spatial)
+        chunks = math.prod(loops.extent[v] // tile[v] for v in loops.reduce)
+        active = min(tiles, spec.num_cores)
+        per_core = math.ceil(tiles / spec.num_cores)
+        load = chunks * sum(b / rate(level, active) + lat for b, level in staged)
+        store = out_bytes / rate(out_level, active) + lat
+        runs_on = matrix if gemm and on_matrix(tile) else unit
+        compute = iterations / tiles / runs_on.ops_per_cycle
+        if double and per_core > 1:
+            return load + compute + store + (per_core - 1) * max(load, compute, store)
+        return per_core * (load + compute + store)
+
+    return cost
+
+
+def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool,
+                      tile: dict[str, int], outer: int, epilogue=None) -> None:
+    """Apply one tile of :func:`_tile_layer` (over ``outer`` spatial loops) to ``sch``; an
+    ``epilogue`` (:func:`_epilogue`) runs in the same tile on the GEMM's output kept in LB, and
+    only the epilogue's output is written back."""
+    loops = _LoopNest(sch, rv, depth, spec, batches=True, outer=outer)
+    block = loops.block
+    staged = sorted({r.source.name for r in block.reads if r.source.scope() != LB
+                     and not r.source.same_as(block.writes[0].source) and not read_in_place(block, r)})
+    spatial, reduce = loops.split(tile, keep_spatial=True)
+    for var, slices in _sliced_loops(loops).items():  # one cluster's tiles first, then the next's
+        k = loops.spatial.index(var)
+        part, rest = sch.split(spatial[k], [slices, None])
+        if k:
+            sch.reorder(part, *spatial[:k])
+        spatial = [part, *spatial[:k], rest, *spatial[k + 1:]]
+    tile_loop = sch.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+    inner = (reduce or [tile_loop])[-1]
+    for name in staged:
+        copy = sch.cache_read(rv, _read_index(sch, rv, name), LB, consumer_blocks=[rv])
+        if not try_primitive(sch.compute_at, copy, inner, preserve_unit_loops=True):
+            raise Unsupported(f"operand {name} of {block.name_hint} cannot be staged per tile")
+    if epilogue is not None and try_primitive(sch.reverse_compute_at, epilogue, tile_loop,
+                                     preserve_unit_loops=True):
+        sch.set_scope(rv, 0, LB)
+        epilogue_block = sch.get(epilogue)
+        written = epilogue_block.writes[0].source
+        for region in epilogue_block.reads:
+            if region.source.scope() != LB and not region.source.same_as(written) \
+                    and not read_in_place(epilogue_block, region):
+                copy = sch.cache_read(epilogue, _read_index(sch, epilogue, region.source.name), LB,
+                                      consumer_blocks=[epilogue])
+                sch.compute_at(copy, tile_loop, preserve_unit_loops=True)
+        rv = epilogue
+    write = sch.cache_write(rv, 0, LB)
+    try_primitive(sch.reverse_compute_at, write, tile_loop, preserve_unit_loops=True)
+    sch.annotate(tile_loop, TILE, 1)
+    sch.annotate(tile_loop, CORES, spec.num_cores)
+    sch.annotate(tile_loop, DOUBLE_BUFFER, int(double))
+
+
+def _sliced_loops(loops: _LoopNest) -> dict[str, int]:
+    """Tiled spatial loops of ``loops.block`` that index a weight sliced across clusters
+    (:func:`_promote_anchor_weights`), with the number of slices."""
+    out = {}
+    for region in loops.block.reads:
+        slices = gb_slices(region.source.scope())
+        dim = _slice_dim(loops.block, region.source.name, slices) if slices > 1 else None
+        if dim is None:
+            continue
+        names = {v.name for v in vars_in(region.region[dim].min)}
+        out.update({v: slices for v in loops.spatial if loops.feeds[v][0] in names})
+    return out
+
+
+def _level(scope: str) -> str:
+    """``gb`` for a GB scope (sliced or not), else ``ddr`` (what an LB-staged operand is read from)."""
+    return "gb" if level_of(scope) == "gb" else "ddr"
+
+
+def _promote_per_cluster(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
+    """Wrap the promotions (DDR -> GB copies) in loops over the clusters, annotated ``dsa.tile``
+    on ``clusters`` cores: every cluster fills its own GB (the copies are idempotent on the host),
+    and the simulator charges each cluster's DDR traffic. The weight promotions at the root go
+    first, in one loop; those inside an instance loop stay where they are."""
+    root = func.body.block
+    stmts = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
+    promote = [s for s in stmts if _is_promotion(s)]
+    rest = [_promote_in_instances(s, spec) for s in stmts if not _is_promotion(s)]
+    if not promote and all(a.same_as(b) for a, b in zip(rest, stmts)):
+        return func
+    if promote:
+        rest.insert(0, _cluster_loop(promote, spec))
+    new_root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint,
+                            tirx.SeqStmt(rest) if len(rest) > 1 else rest[0], root.init,
+                            root.alloc_buffers, root.match_buffers, root.annotations)
+    return func.with_body(s_tir.SBlockRealize(func.body.iter_values, func.body.predicate, new_root))
+
+
+def _cluster_loop(stmts: list, spec: DSASpec) -> tirx.For:
+    return tirx.For(tvm.ir.Var(CLUSTER_LOOP, "int32"), 0, spec.clusters, tirx.ForKind.SERIAL,
+                    tirx.SeqStmt(stmts) if len(stmts) > 1 else stmts[0],
+                    annotations={TILE: 1, CORES: spec.clusters, DOUBLE_BUFFER: 0})
+
+
+def _promote_in_instances(stmt, spec: DSASpec):
+    """``stmt`` with each run of promotions in a ``dsa.instances`` loop's body wrapped in place."""
+    if not (isinstance(stmt, tirx.For) and INSTANCES in dict(stmt.annotations or {})
+            and isinstance(stmt.body, tirx.SeqStmt)):
+        return stmt
+    body, run = [], []
+    for child in [*stmt.body.seq, None]:
+        if child is not None and _is_promotion(child):
+            run.append(child)
+            continue
+        if run:
+            body.append(_cluster_loop(run, spec))
+            run = []
+        if child is not None:
+            body.append(child)
+    if len(body) == len(stmt.body.seq) and all(a.same_as(b) for a, b in zip(body, stmt.body.seq)):
+        return stmt
+    return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, tirx.SeqStmt(body),
+                    stmt.thread_binding, stmt.annotations, stmt.step)
+
+
+def _is_promotion(stmt) -> bool:
+    blocks: list = []
+    tvm_ffi.structural_walk(stmt, [(s_tir.SBlock, blocks.append)])
+    return bool(blocks) and all(b.writes and b.writes[0].source.scope() == GB
+                                and b.name_hint.endswith("_global.dsa_gb") for b in blocks)
+
+
+def unique_buffer_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with every allocated buffer named uniquely (``FuseTIR`` may give several the same
+    name; cache stages are named after their buffer, and the spill plan refers to buffers by name):
+    duplicates get a ``_<k>`` suffix."""
+    seen = {p.name for p in func.params}
+    renamed = {}
+    for buf in alloc_buffers(func):
+        name, k = buf.name, 1
+        while name in seen:
+            name, k = f"{buf.name}_{k}", k + 1
+        seen.add(name)
+        if name != buf.name:
+            renamed[buf] = tvm.ir.Var(name, buf.ty)
+    if not renamed:
+        return func
+    return tvm_ffi.structural_map(func, [(tvm.ir.Var, lambda v: renamed.get(v, v))])
+
+
+def _inline_elementwise(sch: s_tir.Schedule) -> None:
+    """Inline element-wise / injective intermediates into element-wise consumers only: a layer's
+    epilogue (bias, batch norm, ReLU, residual add, the next layer's padding) becomes one loop
+    nest, and nothing is recomputed inside a reduction (an anchor keeps its MACs, section 4.1)."""
+    changed = True
+    while changed:
+        changed = False
+        buffers = {b.name for b in alloc_buffers(sch.mod["main"])}
+        for name in reversed(block_names(sch.mod["main"])):
+            rv = sch.get_sblock(name)
+            block = sch.get(rv)
+            if is_reduction(block) or block.writes[0].source.name not in buffers:
+                continue
+            consumers = sch.get_consumers(rv)
+            if consumers and not any(is_reduction(sch.get(c)) for c in consumers):
+                changed |= try_primitive(sch.compute_inline, rv)
+
+
+def _anchor_output(sch, outputs: list, shape: tuple[int, ...]):
+    """The output block the plan's split refers to: the last one of the plan's output shape."""
+    for rv in reversed(outputs):
+        if tuple(int(d) for d in sch.get(rv).writes[0].source.shape) == tuple(shape):
+            return rv
+    raise Unsupported(f"no output of shape {shape}")
+
+
+def _piece_loop(sch, store, splits: dict[int, int]):
+    """Split the output copy's loops per ``splits`` and fuse the outer parts into one loop; a 0-d
+    output has no loop to split (the layer-bound form, :func:`stage_layers`, takes it)."""
+    loops = sch.get_loops(store)
+    if not loops:
+        raise Unsupported("a 0-d output has no loop to split into pieces")
+    outers, inners = [], []
+    for d, loop in enumerate(loops):
+        extent = int(sch.get(loop).extent)
+        pieces = splits.get(d, 1)
+        if extent % pieces:
+            raise Unsupported(f"{pieces} pieces do not divide extent {extent} of dim {d}")
+        outer, inner = sch.split(loop, [pieces, extent // pieces])
+        outers.append(outer)
+        inners.append(inner)
+    sch.reorder(*outers, *inners)
+    return sch.fuse(*outers) if len(outers) > 1 else outers[0]
+
+
+def _depends_on(realize, name: str, var) -> bool:
+    """Whether the block's read region of buffer ``name`` moves with loop ``var``."""
+    moves = {iv.var.name for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+             if any(v.same_as(var) for v in vars_in(value))}
+    return any(v.name in moves for r in realize.block.reads if r.source.name == name
+               for rng in r.region for v in vars_in(rng.min))
+
+
+def _read_index(sch, rv, name: str) -> int:
+    return next(i for i, r in enumerate(sch.get(rv).reads) if r.source.name == name)
+
+
+def _same(sch, a, b) -> bool:
+    return sch.get_sref(a).same_as(sch.get_sref(b))
+
+
+def _block_rvs(sch) -> list:
+    """Every leaf block, in program order (without name lookups: cache stages may share names)."""
+    return sch.get_child_blocks(sch.get_sblock("root"))
+
+
+def _realize(sch, rv):
+    """The realize of block ``rv``: under its innermost loop, without walking the function."""
+    loops = sch.get_loops(rv)
+    block = sch.get(rv)
+    if loops:
+        body = sch.get(loops[-1]).body
+        for stmt in (body.seq if isinstance(body, tirx.SeqStmt) else [body]):
+            if isinstance(stmt, s_tir.SBlockRealize) and stmt.block.same_as(block):
+                return stmt
+    return realizes(sch.mod["main"])[block.name_hint]

@@ -1,0 +1,78 @@
+"""The DSA memory scopes and small read-only TIR helpers shared by the DSA schedules and the
+kernel model (the target-independent ones, such as :func:`~tvm_fusion_ext.tir_passes.analysis.sblocks`,
+are in :mod:`tvm_fusion_ext.tir_passes.analysis`).
+
+A buffer's scope says where it lives (GraphTurbo section 1, Fig. 1): :data:`DDR` off chip,
+:data:`GB` in a cluster's global buffer, :data:`LB` in a core's local buffer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from ..tir_passes.analysis import sblocks
+
+LB = "local.dsa_lb"
+GB = "global.dsa_gb"
+DDR = "global"
+
+
+def has_child_block(block) -> bool:
+    """Whether ``block``'s body holds another block (else it is a leaf: one computation)."""
+    found: list = []
+    tvm_ffi.structural_walk(block.body, [(s_tir.SBlock, found.append)])
+    return bool(found)
+
+
+def leaf_blocks(func: tirx.PrimFunc) -> list:
+    """The blocks of ``func`` that hold no other block (the computations), in program order."""
+    return [b for b in sblocks(func) if b.name_hint != "root" and not has_child_block(b)]
+
+
+def live_ranges(leaves: list) -> tuple[dict[str, int], dict[str, int]]:
+    """For each buffer name, the index of the first and of the last of ``leaves`` touching it."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for index, leaf in enumerate(leaves):
+        for region in (*leaf.reads, *leaf.writes):
+            first.setdefault(region.source.name, index)
+            last[region.source.name] = index
+    return first, last
+
+
+def alloc_buffers(func: tirx.PrimFunc) -> list:
+    """The buffers the blocks of ``func`` allocate, in program order."""
+    return [b for block in sblocks(func) for b in block.alloc_buffers]
+
+
+def realizes(func: tirx.PrimFunc) -> dict:
+    """Block name -> its realize (the last one in post-order where names repeat)."""
+    found: list = []
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlockRealize, found.append)])
+    return {r.block.name_hint: r for r in found}
+
+
+def vars_in(expr) -> list:
+    """Every variable occurring in ``expr``, repeats included."""
+    out: list = []
+    tvm_ffi.structural_walk(expr, [(tvm.ir.Var, out.append)])
+    return out
+
+
+def is_reduction(block) -> bool:
+    return any(iv.iter_type == 2 for iv in block.iter_vars)
+
+
+def elem_bytes(buf) -> int:
+    dtype = tvm.runtime.DataType(str(buf.dtype))
+    return max(1, dtype.bits * dtype.lanes // 8)
+
+
+def buffer_bytes(buf) -> int:
+    """Bytes of a buffer of static shape."""
+    return math.prod(int(d) for d in buf.shape) * elem_bytes(buf)
+
