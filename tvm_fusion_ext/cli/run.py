@@ -14,14 +14,10 @@ writes the outputs as ``output_0``, ``output_1``, ... (tvmc's names).
 from __future__ import annotations
 
 import argparse
-import time
-from collections import defaultdict
 
 HELP = "run a library written by tvm-fusion compile on .npz inputs; print its timing (or DSA profile)"
 TOP_KERNELS = 20
 PROFILE_RUNS = 10
-BUILTIN_PREFIX = "vm.builtin."
-BUILTINS = "(relax VM builtins)"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -91,36 +87,17 @@ def _print_dsa_profile(module, inputs, target, artifact, per_kernel: bool) -> No
 
 
 def _kernel_table(vm, args, device) -> str:
-    """Host wall time per kernel, averaged over :data:`PROFILE_RUNS` runs, through the VM's
-    instrument hook (each call is synchronised, so asynchronous devices are timed too); the VM's
-    own builtins (allocation, shape checks) are one row."""
-    totals: dict[str, float] = defaultdict(float)
-    calls: dict[str, int] = defaultdict(int)
-    started: list[float] = []
+    """Host wall time per kernel, averaged over :data:`PROFILE_RUNS` runs (see
+    :func:`tvm_fusion_ext.driver.kernel_times.kernel_times`)."""
+    from ..driver.kernel_times import kernel_times
 
-    def instrument(_func, symbol, before_run, _ret, *_args):
-        if before_run:
-            started.append(time.perf_counter())
-        else:
-            device.sync()
-            name = BUILTINS if str(symbol).startswith(BUILTIN_PREFIX) else str(symbol)
-            totals[name] += time.perf_counter() - started.pop()
-            calls[name] += 1
-        return 0
-
-    vm.set_instrument(instrument)
-    try:
-        for _ in range(PROFILE_RUNS):
-            vm["main"](*args)
-    finally:
-        vm.set_instrument(None)
-    total = sum(totals.values()) or 1.0
-    ranked = sorted(totals, key=totals.get, reverse=True)
-    rows = [(name, f"{calls[name] / PROFILE_RUNS:g}", f"{totals[name] * 1e3 / PROFILE_RUNS:.3f}",
-             f"{100 * totals[name] / total:.1f}") for name in ranked[:TOP_KERNELS]]
+    times = kernel_times(vm, args, device, PROFILE_RUNS)
+    total = sum(t.ms_per_run for t in times) or 1.0
+    rows = [(t.name, f"{t.calls_per_run:g}", f"{t.ms_per_run:.3f}", f"{100 * t.ms_per_run / total:.1f}")
+            for t in times[:TOP_KERNELS]]
     table = _table(("kernel", "calls/run", "ms/run", "%"), rows)
-    if len(ranked) > TOP_KERNELS:
-        table += f"\n... {len(ranked) - TOP_KERNELS} more kernels"
+    if len(times) > TOP_KERNELS:
+        table += f"\n... {len(times) - TOP_KERNELS} more kernels"
     return table
 
 

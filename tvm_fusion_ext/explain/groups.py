@@ -31,6 +31,7 @@ import tvm_ffi
 from tvm import relax
 
 from ..analysis.graph import DataflowGraph, NodeKind, build_graphs, tensor_bytes
+from ..backends import backend_for
 from ..driver.evaluation import parse_target
 from ..partitioners.apollo.micro_graphs import apollo_type, op_name
 from ..pipelines import get_strategy, preprocess_passes
@@ -190,7 +191,8 @@ def prefusion(mod: tvm.IRModule, fusion: str, target: tvm.target.Target,
     with target:
         if base is None or strategy.high_level_preprocess is not None:
             high = strategy.high_level_preprocess(target) if strategy.high_level_preprocess else []
-            base = tvm.transform.Sequential(preprocess_passes(high))(mod)
+            graph = backend_for(target).graph_passes(target)
+            base = tvm.transform.Sequential(preprocess_passes(high, graph))(mod)
         extra = strategy.extra_preprocess(target) if strategy.extra_preprocess else []
         return tvm.transform.Sequential(extra)(base) if extra else base
 

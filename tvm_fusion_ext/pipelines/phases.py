@@ -34,10 +34,12 @@ PHASE_PREFIX = "tvm_fusion_ext.phase."
 DEFAULT_POLICY = "untuned"
 
 
-def preprocess_passes(high_level: list | None = None) -> list:
-    """Pre-processing shared by every strategy (TVM's own pre-tuning recipe, before FuseOps);
-    a strategy's ``high_level`` passes go in just before ``LegalizeOps``."""
+def preprocess_passes(high_level: list | None = None, graph: list | None = None) -> list:
+    """Pre-processing shared by every strategy (TVM's own pre-tuning recipe, before FuseOps):
+    the target backend's ``graph`` passes first (on the model's own ops, e.g. ``batch_norm``
+    before it is decomposed), a strategy's ``high_level`` passes just before ``LegalizeOps``."""
     return [
+        *(graph or []),
         relax.transform.DecomposeOpsForInference(),
         relax.transform.CanonicalizeBindings(),
         *(high_level or []),
@@ -65,9 +67,9 @@ def fusion_pipeline(name: str, target: tvm.target.Target | None = None) -> tvm.t
     target = _resolve_target(target)
     extra = strategy.extra_preprocess(target) if strategy.extra_preprocess else []
     high = strategy.high_level_preprocess(target) if strategy.high_level_preprocess else []
-    high = [*backend_for(target).graph_passes(target), *high]
     return tvm.transform.Sequential(
-        [_phase("preprocess", [*preprocess_passes(high), *extra]),
+        [_phase("preprocess", [*preprocess_passes(high, backend_for(target).graph_passes(target)),
+                               *extra]),
          _phase("fusion", strategy.fusion_passes(target)),
          _phase("fuse_tir", [relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
                              s_tir.transform.StmtSimplify()])],

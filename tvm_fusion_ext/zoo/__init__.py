@@ -27,7 +27,7 @@ IMPORTERS = ("torch", "onnx")
 # full shapes run in scripts/bench_zoo.py.
 SMALL_ARGS = {
     "resnet18": {"image": 32}, "resnet50": {"image": 32, "layers": "1,1,1,1"},
-    "mobilenet_v2": {"image": 32}, "densenet121": {"image": 32, "blocks": "2,2,2,2"},
+    "mobilenet_v2": {"image": 32}, "efficientnet_b0": {"image": 32}, "densenet121": {"image": 32, "blocks": "2,2,2,2"},
     "shufflenet_v2": {"image": 32},
     "vit": {"image": 32, "patch": 8, "depth": 1, "num_classes": 10},
     "bert_base": {"seq": 16, "layers": 1}, "conformer": {"seq": 16, "dim": 64, "kernel": 7},

@@ -33,6 +33,10 @@ def mobilenet_v2(batch, image, num_classes):
     return vision.MobileNetV2(num_classes), _images(batch, image), ["input"]
 
 
+def efficientnet_b0(batch, image, num_classes):
+    return vision.EfficientNet(num_classes), _images(batch, image), ["input"]
+
+
 def densenet121(batch, image, num_classes, blocks):
     model = vision.DenseNet(block_config=tuple(_stage_sizes(blocks)), num_classes=num_classes)
     return model, _images(batch, image), ["input"]

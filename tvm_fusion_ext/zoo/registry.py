@@ -32,6 +32,7 @@ _add("resnet18", "ResNet-18 (torchvision layout)", **_IMAGE)
 # ``layers`` / ``blocks``: blocks per stage; the defaults are the published depths, tests use fewer.
 _add("resnet50", "ResNet-50 (torchvision layout, stride on the 3x3 conv)", **_IMAGE, layers="3,4,6,3")
 _add("mobilenet_v2", "MobileNetV2 1.0 (torchvision layout)", **_IMAGE)
+_add("efficientnet_b0", "EfficientNet-B0 (MBConv blocks with squeeze-and-excite and SiLU)", **_IMAGE)
 _add("densenet121", "DenseNet-121 (torchvision layout)", **_IMAGE, blocks="6,12,24,16")
 _add("shufflenet_v2", "ShuffleNetV2 x1.0 (torchvision layout)", **_IMAGE)
 _add("vit", "ViT-Ti/16-style encoder (pre-norm, class token)",

@@ -148,6 +148,67 @@ class MobileNetV2(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------
+# EfficientNet-B0 (Tan and Le, 2019, Table 1): MBConv blocks with squeeze-and-excite and SiLU
+# --------------------------------------------------------------------------------------------
+class ConvBNSiLU(nn.Sequential):
+    def __init__(self, inp: int, out: int, kernel: int = 3, stride: int = 1, groups: int = 1):
+        super().__init__(nn.Conv2d(inp, out, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+                         nn.BatchNorm2d(out), nn.SiLU())
+
+
+class SqueezeExcite(nn.Module):
+    """Channel gates from the pooled input: reduce (SiLU), expand (sigmoid), scale."""
+
+    def __init__(self, channels: int, squeezed: int):
+        super().__init__()
+        self.reduce = nn.Conv2d(channels, squeezed, 1)
+        self.expand = nn.Conv2d(squeezed, channels, 1)
+
+    def forward(self, x):
+        gate = F.adaptive_avg_pool2d(x, (1, 1))
+        return x * torch.sigmoid(self.expand(F.silu(self.reduce(gate))))
+
+
+class MBConv(nn.Module):
+    """Expand 1x1, depthwise k x k, squeeze-excite (a quarter of the input channels), project 1x1."""
+
+    def __init__(self, inp: int, oup: int, kernel: int, stride: int, expand_ratio: int):
+        super().__init__()
+        hidden = inp * expand_ratio
+        self.use_res_connect = stride == 1 and inp == oup
+        layers: list[nn.Module] = [ConvBNSiLU(inp, hidden, kernel=1)] if expand_ratio != 1 else []
+        layers += [ConvBNSiLU(hidden, hidden, kernel, stride, groups=hidden),
+                   SqueezeExcite(hidden, max(1, inp // 4)),
+                   nn.Conv2d(hidden, oup, 1, bias=False), nn.BatchNorm2d(oup)]
+        self.block = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return x + self.block(x) if self.use_res_connect else self.block(x)
+
+
+class EfficientNet(nn.Module):
+    # expansion, output channels, repeats, first stride, kernel (EfficientNet-B0, Table 1)
+    SETTINGS = ((1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3),
+                (6, 112, 3, 1, 5), (6, 192, 4, 2, 5), (6, 320, 1, 1, 3))
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        inp, last = 32, 1280
+        features: list[nn.Module] = [ConvBNSiLU(3, inp, stride=2)]
+        for t, c, n, s, k in self.SETTINGS:
+            for i in range(n):
+                features.append(MBConv(inp, c, k, s if i == 0 else 1, t))
+                inp = c
+        features.append(ConvBNSiLU(inp, last, kernel=1))
+        self.features = nn.Sequential(*features)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, num_classes))
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(self.features(x), (1, 1))
+        return self.classifier(torch.flatten(x, 1))
+
+
+# --------------------------------------------------------------------------------------------
 # DenseNet-121 (torchvision.models.densenet: growth 32, blocks (6, 12, 24, 16), bn_size 4)
 # --------------------------------------------------------------------------------------------
 class _DenseLayer(nn.Module):

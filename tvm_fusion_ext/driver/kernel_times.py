@@ -1,0 +1,77 @@
+"""Host wall time per kernel of a compiled model, through the relax VM's instrument hook, and the
+floating-point work of each kernel read off its TIR (for achieved-GFLOP/s tables)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import relax, s_tir, tirx
+
+from ..tir_passes.analysis import analyze_blocks
+
+BUILTIN_PREFIX = "vm.builtin."
+BUILTINS = "(relax VM builtins)"
+_CALL_TIR = tvm.ir.Op.get("relax.call_tir")
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    name: str
+    calls_per_run: float
+    ms_per_run: float
+
+
+def kernel_times(vm, args, device, runs: int = 10) -> list[KernelTime]:
+    """Wall time of every kernel per run of ``vm["main"](*args)``, averaged over ``runs`` runs,
+    slowest first. Each call is synchronised, so asynchronous devices are timed too; the VM's own
+    builtins (allocation, shape checks) are one entry, :data:`BUILTINS`."""
+    totals: dict[str, float] = defaultdict(float)
+    calls: dict[str, int] = defaultdict(int)
+    started: list[float] = []
+
+    def instrument(_func, symbol, before_run, _ret, *_args):
+        if before_run:
+            started.append(time.perf_counter())
+        else:
+            device.sync()
+            name = BUILTINS if str(symbol).startswith(BUILTIN_PREFIX) else str(symbol)
+            totals[name] += time.perf_counter() - started.pop()
+            calls[name] += 1
+        return 0
+
+    vm.set_instrument(instrument)
+    try:
+        for _ in range(runs):
+            vm["main"](*args)
+    finally:
+        vm.set_instrument(None)
+    ranked = sorted(totals, key=totals.get, reverse=True)
+    return [KernelTime(name, calls[name] / runs, totals[name] * 1e3 / runs) for name in ranked]
+
+
+def called_kernels(mod: tvm.IRModule, func: str = "main") -> list[str]:
+    """Names of the PrimFuncs ``mod[func]`` calls with ``call_tir``, in call order."""
+    names = []
+    tvm_ffi.structural_walk(mod[func].body, [(relax.Call, lambda call: names.append(
+        call.args[0].name_hint) if call.op.same_as(_CALL_TIR) else None)], order="pre")
+    return names
+
+
+def contraction_flops(mod: tvm.IRModule) -> dict[str, int]:
+    """Floating-point operations (2 per multiply-add) of the contractions (conv, matmul) in every
+    PrimFunc of ``mod`` (before scheduling), by function name; functions without a contraction
+    are left out."""
+    flops = {}
+    for gvar, func in mod.functions_items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        analyzed = analyze_blocks(s_tir.Schedule(func), skip_loopless=True) or []
+        work = sum(2 * math.prod(info.extents) for _, info in analyzed if info.is_contraction)
+        if work:
+            flops[gvar.name_hint] = work
+    return flops
