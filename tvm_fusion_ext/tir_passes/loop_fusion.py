@@ -57,12 +57,12 @@ from .register_tile import RegisterTile, plan_register_tile
 from .rule_base import SpecScheduleRule
 from .vectorize import vectorize_loop
 
-# Inner reduction loops (after the block's first) are unrolled when their extents multiply to at
-# most this: the 3 x 3 window of a conv, so that the long channel loop carries the accumulators.
-_MAX_UNROLLED_WINDOW = 16
 # Block annotation that relax.transform.SplitLayoutRewritePreproc looks for
 # (src/relax/transform/split_layout_rewrite_preproc.cc), as MetaSchedule's RewriteLayout sets it.
 LAYOUT_REWRITE_PREPROC = "meta_schedule.layout_rewrite_preproc"
+# Inner reduction loops (after the block's first) are unrolled when their extents multiply to at
+# most this: the 3 x 3 window of a conv, so that the long channel loop carries the accumulators.
+_MAX_UNROLLED_WINDOW = 16
 # A contraction is padded to vector-lane multiples only while that adds at most this fraction of
 # work (ViT's 197 x 197 scores padded to 208 x 208 add 11%).
 _MAX_PADDING_WASTE = 0.25

@@ -14,7 +14,8 @@ of the reduction (the GotoBLAS / BLIS design):
 * the **register loop** is a spatial loop that no streamed operand uses, so each streamed vector
   load is reused ``rows`` times (the ``i`` of a matmul, the output column ``x`` of an NCHW conv);
 * ``rows`` and ``vectors`` fit the register file (``rows * vectors`` accumulators + ``vectors``
-  operand registers + one broadcast register <= ``spec.vector_registers``). Among the feasible
+  operand registers + one broadcast register, + :data:`WINDOW_HEADROOM` when there is a
+  reduction window, <= ``spec.vector_registers``). Among the feasible
   micro-kernels (every vector loop, register loop, rows, vectors) the one with the least cycles
   per output element wins: each reduction step costs ``max(rows * vectors / fma_units, (rows +
   vectors) / load_units, fma_latency)`` cycles for ``rows * vectors * lanes`` outputs, and a
@@ -51,6 +52,18 @@ _MAX_TILE_SHAPES = 4096
 # read back strided by the epilogue), measured on a 1x1 conv 16 -> 96 channels at 112 x 112
 # (znver3): vectorising the output channel cost 1.2 ns per output more than the output column.
 _TRANSPOSED_OUTPUT_CYCLES = 3.0
+
+
+# Vector registers left free when the contraction has a reduction window (a conv's R x S, which
+# the schedule unrolls in part or whole): LLVM then loads the operands of several window steps
+# ahead, and a micro-kernel that fills the register file spills its accumulators (a 14 x 2
+# micro-kernel of a 3 x 3 conv on AVX-512: 82 spills and reloads per 252 FMAs; none with 2 free).
+WINDOW_HEADROOM = 2
+
+
+def has_window(info: BlockInfo) -> bool:
+    """Whether more than one reduction loop iterates (a conv's channels and its R x S window)."""
+    return sum(1 for p in info.reduce_positions if info.extents[p] > 1) > 1
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,7 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec):
     operands = info.operand_reads
     reduction = math.prod(info.extents[p] for p in info.reduce_positions)
     output = info.block.writes[0]
+    headroom = WINDOW_HEADROOM if has_window(info) else 0
     for v in info.spatial_positions:
         extent = info.extents[v]
         if extent % lanes:
@@ -121,7 +135,7 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec):
             row_choices = divisors(info.extents[q]) if q is not None else [1]
             for vectors in divisors(extent // lanes):
                 for rows in row_choices:
-                    if rows * vectors + vectors + 1 > spec.vector_registers:
+                    if rows * vectors + vectors + 1 + headroom > spec.vector_registers:
                         continue
                     cost = reduction * _step_cycles(rows, vectors, spec) / (rows * vectors * lanes)
                     cost += _TRANSPOSED_OUTPUT_CYCLES if transposed else 0.0

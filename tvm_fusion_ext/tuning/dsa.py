@@ -62,7 +62,7 @@ from ..target_dsa.schedule import (
 from ..target_dsa.simulator import fits, kernel_cycles
 from ..target_dsa.spec import DSASpec
 from ..target_dsa.target import spec_of_target
-from ..tir_passes.analysis import sblocks
+from ..tir_passes.analysis import divisors, sblocks
 from .core import Resume, TaskReport, TuneReport, successful_secs, workload_key
 from .ms_builder import (
     close_logger,
@@ -132,10 +132,10 @@ def _kernel_space(func: tirx.PrimFunc, spec: DSASpec) -> KernelSpace:
     gemm = spec.matrix_shape is not None and info is not None and info[1] == 1 and len(shape) >= 2
     chunks: list[int | None] = [None]
     if info is not None:
-        divisors = [d for d in range(info[0] - 1, 0, -1) if info[0] % d == 0]
+        proper = [d for d in range(info[0] - 1, 0, -1) if info[0] % d == 0]
         if gemm:  # chunks the matrix unit can take first
-            divisors.sort(key=lambda d: (d % spec.matrix_shape[2] != 0, -d))
-        chunks += divisors[:MAX_SPACE_K_CHUNKS]
+            proper.sort(key=lambda d: (d % spec.matrix_shape[2] != 0, -d))
+        chunks += proper[:MAX_SPACE_K_CHUNKS]
     if default.k_chunk not in chunks:
         chunks.append(default.k_chunk)
     tiles: list[tuple[int, ...]] = []
