@@ -13,7 +13,7 @@ from tvm_fusion_ext.cli import main
 pytestmark = pytest.mark.zoo
 
 ROW_KEYS = {"fusion": str, "kernels": int, "boundary_bytes": int, "compile_s": float, "latency_ms": float,
-            "max_abs_err": float, "speedup_vs_stock": float}
+            "max_abs_err": float, "speedup_vs_stock": float, "latency_rounds_ms": list}
 SMALL_ARGS = ["--model-arg", "batch=4", "--model-arg", "features=64"]
 
 
@@ -59,6 +59,9 @@ def test_zoo_model_json_shape_with_reference_rows(tmp_path, capsys):
         assert (row["kernels"], row["boundary_bytes"]) == (traffic.kernels, traffic.boundary_bytes)
     table = capsys.readouterr().out
     assert "speedup vs stock" in table and "onnxruntime" in table
+    # three rounds by default, every row timed once per round, their spread printed
+    assert all(len(row["latency_rounds_ms"]) == 3 for row in report["rows"])
+    assert "spread of the 3 round medians" in table
 
 
 def test_onnx_file_uses_onnxruntime_reference(tmp_path):

@@ -1,6 +1,8 @@
 """Registration conventions: passes as global functions, fusion strategies as named pipelines."""
 
 import importlib
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -99,3 +101,14 @@ def test_targets_find_their_backend_by_key():
     assert isinstance(backend_for(tvm.target.Target("dsa/stcp920")), DSABackend)  # keys dsa, cpu
     with pytest.raises(ValueError, match="target kind 'cuda' .*only for targets with a backend"):
         tvm_fusion_ext.pipelines.lowering_passes(tvm.target.Target({"kind": "cuda", "arch": "sm_80"}))
+
+
+def test_every_relax_pass_class_is_exported_by_relax_passes():
+    from tvm_fusion_ext import relax_passes
+    from tvm_fusion_ext.relax_passes import FuseOpsDominator  # noqa: F401  (the import a user writes)
+
+    modules = sorted(p.stem for p in Path(relax_passes.__file__).parent.glob("*.py") if p.stem != "__init__")
+    for module in modules:
+        source = (Path(relax_passes.__file__).parent / f"{module}.py").read_text()
+        for name in re.findall(r'name="tvm_fusion_ext\.(\w+)"\)\nclass (\w+)', source):
+            assert name[1] in relax_passes.__all__, (module, name)

@@ -28,7 +28,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for TVM, PyTorch and ONNX Runtime (default: all logical CPUs)")
-    parser.add_argument("--runs", type=int, default=20, help="minimum timed runs per row (median reported)")
+    parser.add_argument("--runs", type=int, default=20, help="minimum timed runs per row and round")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of timing, every row once per round (round-robin); a row's latency "
+                             "is the median of its round medians (default 3)")
     parser.add_argument("--trials", type=int, default=32,
                         help="MetaSchedule trials per task under --policy tuned")
     parser.add_argument("--work-dir", default=None,
@@ -42,17 +45,28 @@ def run(args: argparse.Namespace) -> int:
 
     if args.runs < 20:
         raise ValueError("--runs must be at least 20")
+    if args.rounds < 1:
+        raise ValueError("--rounds must be at least 1")
     fusions = evaluation.parse_fusions(args.fusion)
     target = evaluation.parse_target(args.target)
     evaluation.configure_threads(args.threads)
     workload = evaluation.load_workload(args.model, args.model_arg, args.importer)
     report = evaluation.compare(workload, fusions, target, args.policy, threads=args.threads,
-                                min_runs=args.runs, trials_per_task=args.trials, work_dir=args.work_dir)
+                                min_runs=args.runs, trials_per_task=args.trials, work_dir=args.work_dir,
+                                rounds=args.rounds)
     print(f"model {report.model} ({workload.importer} import), policy {report.policy}, target {args.target}, "
           f"reference {workload.reference}")
     print(f"machine: {report.machine}")
     print(report.table())
+    spreads = [f"{row.fusion} {_spread(row.latency_rounds_ms):.1%}" for row in report.rows if row.latency_rounds_ms]
+    if spreads:
+        print(f"spread of the {args.rounds} round medians ((max - min) / median): " + ", ".join(spreads))
     sys.stdout.flush()
     if args.json:
         report.write_json(args.json)
     return 0
+
+
+def _spread(values: list[float]) -> float:
+    ordered = sorted(values)
+    return (ordered[-1] - ordered[0]) / ordered[len(ordered) // 2]

@@ -1,0 +1,17 @@
+"""Relax module passes, one per file; every class here is also the global function
+``tvm_fusion_ext.<PassName>``."""
+
+from .apollo_fusion import ApolloFusion
+from .fold_batch_norm import FoldBatchNormIntoConv
+from .fuse_ops_dominator import FuseOpsDominator
+from .graphturbo_fusion import GraphTurboFusion
+from .materialize_partition import MaterializePartition
+from .neoflow_fusion import NeoFlowFusion
+from .open_compound_ops import OpenCompoundOps
+from .parallel_fusion import ParallelFusion
+from .schedule_execution_order import ScheduleExecutionOrder
+from .simplify import AlgebraicSimplify, Simplify
+
+__all__ = ["AlgebraicSimplify", "ApolloFusion", "FoldBatchNormIntoConv", "FuseOpsDominator",
+           "GraphTurboFusion", "MaterializePartition", "NeoFlowFusion", "OpenCompoundOps",
+           "ParallelFusion", "ScheduleExecutionOrder", "Simplify"]
