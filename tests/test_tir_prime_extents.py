@@ -91,3 +91,19 @@ def test_pointwise_conv_to_few_channels_pads_the_image_columns_not_the_channels(
     shapes = {b.name: [int(d) for d in b.shape] for b in conv.body.block.alloc_buffers}
     padded = [shape for name, shape in shapes.items() if "pad" in name and "conv2d" in name]
     assert padded == [[1, 24, 56, 64]]
+
+
+def test_depthwise_conv_over_56_columns_gets_half_width_vectors():
+    """No 16-lane vector divides 56 columns and a depthwise conv cannot be padded (its input is
+    indexed by ``x + rx``): the register tile falls back to 7 vectors of 8 lanes."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 32, 56, 56), "float32"))
+    w = relax.Var("w", relax.TensorType((32, 1, 3, 3), "float32"))
+    with bb.function("main", [x, w]):
+        bb.emit_func_output(bb.emit(relax.op.nn.conv2d(x, w, padding=1, groups=32)))
+    avx512 = CPUSpec("avx512", num_cores=2, vector_bytes=64, fast_memory_bytes=1024 * 1024,
+                     vector_registers=32, l1_bytes=32 * 1024, l2_bytes=1024 * 1024)
+    conv = _prim_func(DefaultSchedule("llvm", avx512)(relax.transform.LegalizeOps()(bb.get())), "conv2d")
+    vectorized = {int(loop.extent) for loop in _loops(conv) if loop.kind == tirx.ForKind.VECTORIZED}
+    unrolled = [int(loop.extent) for loop in _loops(conv) if loop.kind == tirx.ForKind.UNROLLED]
+    assert 8 in vectorized and 7 in unrolled

@@ -51,3 +51,22 @@ def test_polynomial_matches_exp_over_the_float32_range():
     relative = np.abs(got[3:] - reference[3:]) / reference[3:]
     assert relative.max() < 1e-6
     np.testing.assert_allclose(d.numpy(), np.exp(c), rtol=1e-12)
+
+
+@T.prim_func(s_tir=True)
+def sigmoid_f32(a: T.Buffer((T.int64(1024),), "float32"), b: T.Buffer((T.int64(1024),), "float32")):
+    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    for i in T.vectorized(T.int64(1024)):
+        with T.sblock("f32"):
+            vi = T.axis.spatial(T.int64(1024), i)
+            b[vi] = T.sigmoid(a[vi])
+
+
+def test_sigmoid_is_built_on_the_polynomial_and_matches():
+    after = VectorExp()(tvm.IRModule({"main": sigmoid_f32}))
+    assert "sigmoid" not in after.script()
+    lib = tvm.compile(after, target="llvm")
+    x = np.linspace(-100, 100, 1024).astype("float32")
+    b = tvm.runtime.empty((1024,), "float32")
+    lib["main"](tvm.runtime.tensor(x), b)
+    np.testing.assert_allclose(b.numpy(), 1 / (1 + np.exp(-x.astype("float64"))), rtol=1e-6, atol=1e-30)

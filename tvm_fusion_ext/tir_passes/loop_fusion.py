@@ -63,6 +63,8 @@ LAYOUT_REWRITE_PREPROC = "meta_schedule.layout_rewrite_preproc"
 # Inner reduction loops (after the block's first) are unrolled when their extents multiply to at
 # most this: the 3 x 3 window of a conv, so that the long channel loop carries the accumulators.
 _MAX_UNROLLED_WINDOW = 16
+# The narrowest vectors a register tile falls back to (SSE's 4 float32 lanes).
+_MIN_LANES = 4
 # A contraction is padded to vector-lane multiples only while that adds at most this fraction of
 # work (ViT's 197 x 197 scores padded to 208 x 208 add 11%).
 _MAX_PADDING_WASTE = 0.25
@@ -95,6 +97,8 @@ class AnchorLoopFusion(SpecScheduleRule):
             producers = names[: names.index(anchor_name)]
             consumers = names[names.index(anchor_name) + 1:]
             register_tile = plan_register_tile(anchor, spec)
+        if register_tile is None and anchor.is_contraction:
+            register_tile = _narrower_register_tile(anchor, spec, lanes)
         if register_tile is not None:
             loops = _tile_contraction(sch, anchor, register_tile, lanes)
             tile_loop, consumer_attach = loops.tile, loops.tile
@@ -132,6 +136,19 @@ class AnchorLoopFusion(SpecScheduleRule):
         return sch
 
 
+def _narrower_register_tile(anchor: BlockInfo, spec: HardwareSpec, lanes: int) -> RegisterTile | None:
+    """A register tile on half-width (or narrower, down to :data:`_MIN_LANES`) vectors, for a
+    contraction no full vector divides and padding cannot reshape (a depthwise conv over 56
+    columns on AVX-512: 7 vectors of 8 lanes instead of an unrolled-nothing 28-wide loop)."""
+    narrower = lanes // 2
+    while narrower >= _MIN_LANES:
+        register_tile = plan_register_tile(anchor, spec, narrower)
+        if register_tile is not None:
+            return register_tile
+        narrower //= 2
+    return None
+
+
 def _starved(register_tile: RegisterTile | None, spec: HardwareSpec) -> bool:
     """Whether a contraction has no register tile, or a micro-kernel of one row (each streamed
     vector used by one FMA, and the streamed panel read again for every output row), or fewer
@@ -150,10 +167,18 @@ def _pad_spatial_to_lanes(sch: s_tir.Schedule, anchor: BlockInfo, lanes: int) ->
 
     Only loops of at least ``lanes`` iterations are padded, those that waste least first, while
     the padded iteration space does at most :data:`_MAX_PADDING_WASTE` more work (a 1x1 conv to 24
-    channels at 56 x 56 pads the image columns to 64, not the channels); returns whether it padded.
+    channels at 56 x 56 pads the image columns to 64, not the channels), and never a loop that
+    indexes a weight (a padded weight would be copied on every call: MobileNetV2's classifier,
+    1280 x 1000, keeps its 1000 columns); returns whether it padded.
     """
+    weights = layout_free_buffers(sch.mod["main"])
+    weight_vars = [anchor.loop_iters[pos].var for pos in range(len(anchor.extents))
+                   if any(read.source.same_as(w) and _dims_using(read, anchor.loop_iters[pos].var)
+                          for read in anchor.block.reads for w in weights)]
     candidates = sorted((-(-extent // lanes) * lanes / extent, -pos)   # inner loops first on ties
-                        for pos, extent in enumerate(anchor.extents) if extent >= lanes and extent % lanes)
+                        for pos, extent in enumerate(anchor.extents)
+                        if extent >= lanes and extent % lanes
+                        and not any(anchor.loop_iters[pos].var.same_as(v) for v in weight_vars))
     padding, growth = [1] * len(anchor.extents), 1.0
     for ratio, minus_pos in candidates:
         pos = -minus_pos
@@ -162,6 +187,10 @@ def _pad_spatial_to_lanes(sch: s_tir.Schedule, anchor: BlockInfo, lanes: int) ->
     if all(m == 1 for m in padding):
         return False
     return try_primitive(sch.pad_einsum, sch.get_sblock(anchor.name), padding)
+
+
+def _dims_using(region, var) -> bool:
+    return any(uses_any(rg.min, [var]) for rg in region.region)
 
 
 def _analyze_padded(sch: s_tir.Schedule, anchor_name: str) -> tuple[list[BlockInfo], str]:

@@ -89,10 +89,11 @@ class RegisterTile:
         return micro
 
 
-def plan_register_tile(info: BlockInfo, spec: HardwareSpec) -> RegisterTile | None:
+def plan_register_tile(info: BlockInfo, spec: HardwareSpec, lanes: int | None = None) -> RegisterTile | None:
     """The register tile of contraction ``info`` on ``spec``, or ``None`` when no spatial loop
-    can be vectorised that way (no extent is a multiple of the lanes, or every operand uses it)."""
-    lanes = spec.vector_lanes(str(info.block.writes[0].source.dtype))
+    can be vectorised that way (no extent is a multiple of the lanes, or every operand uses it).
+    ``lanes`` defaults to the spec's full vector width for the output's dtype."""
+    lanes = lanes or spec.vector_lanes(str(info.block.writes[0].source.dtype))
     best = None
     for key, micro in _micro_kernels(info, lanes, spec):
         if best is None or key > best[0]:

@@ -1,4 +1,5 @@
-"""``VectorExp``: float32 ``exp`` as a polynomial the CPU can vectorise.
+"""``VectorExp``: float32 ``exp`` (and ``sigmoid``, built on it) as a polynomial the CPU can
+vectorise.
 
 On ``llvm`` targets TVM lowers ``tirx.exp`` to ``llvm.exp``, which LLVM expands into one scalar
 libm ``expf`` call per lane of a vectorised loop, so a softmax or a SiLU is bound by scalar calls.
@@ -7,7 +8,9 @@ TVM's own ``topi.fast_exp`` (``include/tvm/topi/elemwise.h``, ``fast_exp_float32
 vectorisable; this pass rewrites every float32 ``exp`` of a scheduled PrimFunc into that
 expression, after the schedule, like :mod:`.vector_erf`. Unlike ``fast_exp_float32`` it subtracts
 ``n ln(2)`` in two parts (Cody and Waite, as Cephes' ``expf`` does), which keeps the relative
-error below 1e-6 over the whole float32 range instead of growing with ``|n|``.
+error below 1e-6 over the whole float32 range instead of growing with ``|n|``. ``sigmoid(x)``
+(SiLU's gate) becomes ``1 / (1 + exp(-x))`` with the same polynomial: TVM expands it that way
+only when lowering, after this pass, into a libm call per lane.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ _POLYNOMIAL = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-
 _EXPONENT_BIAS = 127.0
 _MANTISSA_BITS = 23
 _EXP = tvm.ir.Op.get("tirx.exp")
+_SIGMOID = tvm.ir.Op.get("tirx.sigmoid")
 
 
 def exp_polynomial(arg):
@@ -57,7 +61,8 @@ def exp_polynomial(arg):
 @register_pass
 @tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.VectorExp")
 class VectorExp:
-    """Module pass: every float32 ``exp`` call of every PrimFunc -> :func:`exp_polynomial`."""
+    """Module pass: every float32 ``exp`` call of every PrimFunc -> :func:`exp_polynomial`, and
+    every float32 ``sigmoid`` -> ``1 / (1 + exp_polynomial(-x))``."""
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         updates = {}
@@ -70,6 +75,11 @@ class VectorExp:
 
 
 def _rewrite(call):
-    if call.op.same_as(_EXP) and str(call.ty.dtype) == "float32":
+    if str(call.ty.dtype) != "float32":
+        return call
+    if call.op.same_as(_EXP):
         return exp_polynomial(call.args[0])
+    if call.op.same_as(_SIGMOID):
+        one = tirx.const(1.0, "float32")
+        return one / (one + exp_polynomial(-call.args[0]))
     return call
