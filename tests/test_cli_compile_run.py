@@ -291,3 +291,25 @@ def test_export_user_errors_are_one_line(tmp_path, capsys):
     assert "unknown model 'resnet19'" in _error_line(capsys, "export", "resnet19", "-o", tmp_path / "m.onnx")
     assert "give --format onnx|torch" in _error_line(capsys, "export", "apollo_fig3", "-o", tmp_path / "m.bin")
     assert "does not exist" in _error_line(capsys, "export", "apollo_fig3", "-o", tmp_path / "no" / "m.onnx")
+
+
+def test_tune_takes_input_shapes_for_a_dynamic_model(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    from onnx import helper
+
+    from tvm_fusion_ext import tuning
+
+    model = _onnx_model(tmp_path / "dyn.onnx", [helper.make_node("Relu", ["x"], ["y"])], ["batch", 8])
+    argv = ["tune", model, "--fusion", "stock", "--trials", "1", "--work-dir", tmp_path / "t", "--no-progress"]
+    err = _error_line(capsys, *argv)
+    assert "input 'x' has dynamic dimensions [batch, 8]" in err and "--input-shapes" in err
+    tuned = []
+
+    def fake_tune(mod, fusion, target, trials, work_dir, **_kwargs):
+        tuned.append([int(d) for d in mod["main"].params[0].ty.shape])
+        return tuning.TuneReport(database=None, work_dir=str(work_dir), trials=trials)
+
+    monkeypatch.setattr(tuning, "tune", fake_tune)
+    _ok(*argv, "--input-shapes", "x:[3,8]")
+    assert tuned == [[3, 8]]
+    assert "--input-shapes 'x:[3,8]'" in capsys.readouterr().out   # the compile command it prints

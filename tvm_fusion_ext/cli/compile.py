@@ -18,7 +18,7 @@ import time
 import warnings
 
 from ..pipelines import POLICIES
-from .options import add_model_arguments
+from .options import add_input_shapes_argument, add_model_arguments
 
 HELP = "compile a model (.onnx, saved ExportedProgram or zoo name) through one fusion strategy to a .so"
 
@@ -33,8 +33,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="scheduling policy (default: tuned with --tuning-records, else untuned)")
     parser.add_argument("--tuning-records", metavar="DIR",
                         help="the work directory of tvm-fusion tune; its records schedule the kernels")
-    parser.add_argument("--input-shapes", nargs="+", action="extend", default=[], metavar="NAME:[D,...]",
-                        help="static shapes for a model file's dynamic inputs, e.g. x:[1,3,224,224]")
+    add_input_shapes_argument(parser)
     parser.add_argument("--dump-ir", metavar="DIR",
                         help="write the module after each pipeline phase (NN_<phase>.py) to DIR")
     parser.add_argument("-o", "--output", required=True, help="shared library to write (e.g. model.so)")

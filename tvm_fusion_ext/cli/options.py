@@ -1,4 +1,5 @@
-"""Arguments shared by the subcommands that load a model: the model itself, ``--model-arg``, ``--import``."""
+"""Arguments shared by the subcommands that load a model: the model itself, ``--model-arg``,
+``--import`` and ``--input-shapes``."""
 
 from __future__ import annotations
 
@@ -21,3 +22,10 @@ def add_model_arguments(parser: argparse.ArgumentParser, flag: str | None = None
     parser.add_argument("--import", dest="importer", choices=("torch", "onnx"), default=None,
                         help="import path for zoo models (default torch; .onnx files use onnx; give "
                              "the same one to tune and compile so tuning records match)")
+
+
+def add_input_shapes_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--input-shapes NAME:[D,...]`` (tvmc's syntax): static shapes for a model file's
+    dynamic inputs, read by :func:`tvm_fusion_ext.driver.artifacts.parse_input_shapes`."""
+    parser.add_argument("--input-shapes", nargs="+", action="extend", default=[], metavar="NAME:[D,...]",
+                        help="static shapes for a model file's dynamic inputs, e.g. x:[1,3,224,224]")

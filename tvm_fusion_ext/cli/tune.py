@@ -4,8 +4,10 @@
     tvm-fusion tune model.onnx --target llvm --fusion apollo --trials 32 --work-dir tune_m \\
         --rpc-tracker 10.0.0.2:9190 --rpc-key rasp4
     tvm-fusion compile resnet18 --target llvm --fusion stock --tuning-records tune_r18 -o r18.so
+    tvm-fusion tune dyn.onnx --input-shapes "x:[1,3,224,224]" --fusion stock --trials 8 --work-dir t
 
-MODEL is a zoo name, an ``.onnx`` file or a ``torch.export.save`` file (as for ``compare``). The
+MODEL is a zoo name, an ``.onnx`` file or a ``torch.export.save`` file (as for ``compare``); a
+model file with dynamic inputs needs ``--input-shapes``, the same as ``compile`` is given. The
 work directory keeps the JSON database; running again with the same directory resumes. With
 ``--rpc-tracker``/``--rpc-key`` the candidates are built here and timed on the RPC servers
 registered with the tracker under that key (``python -m tvm.exec.rpc_tracker`` on one machine,
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from .options import add_model_arguments
+from .options import add_input_shapes_argument, add_model_arguments
 
 HELP = "tune the kernels of one fusion strategy with MetaSchedule (resumable, optionally over TVM RPC)"
 
@@ -25,6 +27,7 @@ HELP = "tune the kernels of one fusion strategy with MetaSchedule (resumable, op
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("tune", help=HELP, description=HELP)
     add_model_arguments(parser)
+    add_input_shapes_argument(parser)
     parser.add_argument("--target", default="llvm",
                         help='target string or JSON (a bare llvm means this CPU; give "num-cores" in the '
                              'JSON for RPC boards, else this machine\'s thread count is assumed)')
@@ -47,7 +50,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from .. import tuning
-    from ..driver import evaluation
+    from ..driver import artifacts, evaluation
     from ..pipelines import get_strategy
 
     # Cheap checks first: a typo should not wait for the model to load.
@@ -58,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--rpc-tracker and --rpc-key go together")
     if args.rpc_tracker:
         tuning.parse_tracker(args.rpc_tracker)
+    shapes = artifacts.parse_input_shapes(args.input_shapes)
     target = tuning.tuning_target(evaluation.parse_target(args.target), evaluation.configure_threads())
-    workload = evaluation.load_workload(args.model, args.model_arg, args.importer)
+    workload = evaluation.load_workload(args.model, args.model_arg, args.importer, input_shapes=shapes)
     runner = tuning.rpc_runner(args.rpc_tracker, args.rpc_key) if args.rpc_tracker else None
     report = tuning.tune(workload.mod, args.fusion, target, args.trials, args.work_dir, runner=runner,
                          progress=not args.no_progress, seed=args.seed,
@@ -69,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"not tuned (already scheduled or no design space): {', '.join(report.skipped)}")
     print(report.summary())
     model_args = "".join(f" --model-arg {arg}" for arg in args.model_arg)
+    model_args += "".join(f" --input-shapes '{item}'" for item in args.input_shapes)
     print(f"compile with: tvm-fusion compile {args.model}{model_args} --target '{target}' "
           f"--fusion {args.fusion} --tuning-records {args.work_dir} -o model.so")
     return 0
