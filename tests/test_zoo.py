@@ -94,3 +94,16 @@ def test_zoo_imports_without_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_input_names_are_the_forward_parameters_in_every_import_path():
+    """``export --inputs-out`` keys the inputs by these names and ``compile`` of the zoo name
+    names them the same, so ``run`` takes the exported inputs for either build."""
+    import inspect
+
+    from tvm_fusion_ext import zoo
+
+    for name in zoo.model_names():
+        args = {**zoo.get_spec(name).defaults, **zoo.SMALL_ARGS.get(name, {})}
+        model = zoo.load(name, args)
+        assert model.input_names == list(inspect.signature(model.module.forward).parameters), name

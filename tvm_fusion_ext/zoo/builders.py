@@ -1,8 +1,10 @@
 """One builder per zoo model (same name as in ``registry.MODELS``).
 
 Every builder returns ``(module, example_inputs, input_names)``: an eval-mode ``torch.nn.Module``
-with random weights and example inputs drawn from the global torch RNG, which
-:func:`tvm_fusion_ext.zoo.load` seeds first. Integer inputs are valid embedding indices.
+with random weights, example inputs drawn from the global torch RNG (which
+:func:`tvm_fusion_ext.zoo.load` seeds first; integer inputs are valid embedding indices), and the
+names of its ``forward`` parameters, which both import paths and the exported ONNX file give the
+inputs.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ def _images(batch: int, image: int) -> tuple:
 
 
 def resnet18(batch, image, num_classes):
-    return vision.resnet18(num_classes), _images(batch, image), ["input"]
+    return vision.resnet18(num_classes), _images(batch, image), ["x"]
 
 
 def _stage_sizes(text: str) -> list[int]:
@@ -26,29 +28,29 @@ def _stage_sizes(text: str) -> list[int]:
 
 def resnet50(batch, image, num_classes, layers):
     model = vision.ResNet(vision.Bottleneck, _stage_sizes(layers), num_classes)
-    return model, _images(batch, image), ["input"]
+    return model, _images(batch, image), ["x"]
 
 
 def mobilenet_v2(batch, image, num_classes):
-    return vision.MobileNetV2(num_classes), _images(batch, image), ["input"]
+    return vision.MobileNetV2(num_classes), _images(batch, image), ["x"]
 
 
 def efficientnet_b0(batch, image, num_classes):
-    return vision.EfficientNet(num_classes), _images(batch, image), ["input"]
+    return vision.EfficientNet(num_classes), _images(batch, image), ["x"]
 
 
 def densenet121(batch, image, num_classes, blocks):
     model = vision.DenseNet(block_config=tuple(_stage_sizes(blocks)), num_classes=num_classes)
-    return model, _images(batch, image), ["input"]
+    return model, _images(batch, image), ["x"]
 
 
 def shufflenet_v2(batch, image, num_classes):
-    return vision.ShuffleNetV2(num_classes=num_classes), _images(batch, image), ["input"]
+    return vision.ShuffleNetV2(num_classes=num_classes), _images(batch, image), ["x"]
 
 
 def vit(batch, image, patch, dim, depth, heads, mlp_dim, num_classes):
     model = vision.ViT(image, patch, dim, depth, heads, mlp_dim, num_classes)
-    return model, _images(batch, image), ["input"]
+    return model, _images(batch, image), ["x"]
 
 
 def bert_base(batch, seq, layers, hidden, heads, intermediate):
@@ -57,7 +59,7 @@ def bert_base(batch, seq, layers, hidden, heads, intermediate):
 
 
 def conformer(batch, seq, dim, heads, kernel):
-    return sequence.ConformerBlock(dim, heads, kernel), (torch.randn(batch, seq, dim),), ["input"]
+    return sequence.ConformerBlock(dim, heads, kernel), (torch.randn(batch, seq, dim),), ["x"]
 
 
 def _recommender_inputs(batch, dense_features, sparse_features, vocab) -> tuple:
@@ -107,8 +109,8 @@ def multi_tail(batch, features):
 
 
 def capsule_conv(batch, channels, image, capsules):
-    return cases.CapsuleConv(channels, capsules), (torch.randn(batch, channels, image, image),), ["input"]
+    return cases.CapsuleConv(channels, capsules), (torch.randn(batch, channels, image, image),), ["x"]
 
 
 def resnet_stage(batch, channels, image, blocks):
-    return cases.ResNetStage(channels, blocks), (torch.randn(batch, channels, image, image),), ["input"]
+    return cases.ResNetStage(channels, blocks), (torch.randn(batch, channels, image, image),), ["x"]
