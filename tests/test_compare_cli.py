@@ -129,3 +129,23 @@ def test_dsa_target_rows_carry_the_simulated_profile(tmp_path):
         assert row["latency_ms"] == profile["time_ms"] > 0 and row["max_abs_err"] < 1e-4
         assert profile["kernels"] == row["kernels"]
     assert stock["dsa"]["ddr_bytes"] < none["dsa"]["ddr_bytes"]  # fusion removes DDR round trips
+
+
+def test_plot_draws_one_bar_per_row_scaled_by_latency(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    chart = tmp_path / "c.svg"
+    report = _compare(tmp_path, "--model", "apollo_fig3", *SMALL_ARGS, "--fusion", "none,stock",
+                      "--plot", str(chart))
+    root = ET.parse(chart).getroot()
+    bars = [e for e in root.iter() if e.tag.endswith("rect") and "bar" in e.get("class", "")]
+    assert len(bars) == 2
+    widths = [float(bar.get("width")) for bar in bars]
+    latencies = [row["latency_ms"] for row in report["rows"]]
+    assert abs(widths[0] / widths[1] - latencies[0] / latencies[1]) < 1e-2
+    assert len([e for e in root.iter() if e.get("class") == "spread"]) == 2   # one whisker per row
+
+
+def test_plot_into_a_missing_directory_fails_before_compiling(tmp_path, capsys):
+    assert main(["compare", "--model", "apollo_fig3", "--plot", str(tmp_path / "no" / "c.svg")]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -8,6 +8,7 @@ The measuring lives in :mod:`tvm_fusion_ext.driver.evaluation`; this module only
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..pipelines import DEFAULT_POLICY, POLICIES
@@ -26,6 +27,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--policy", choices=POLICIES, default=DEFAULT_POLICY,
                         help="scheduling policy, the same for every strategy")
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
+    parser.add_argument("--plot", metavar="FILE.svg", help="also draw the latencies as an SVG bar chart")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for TVM, PyTorch and ONNX Runtime (default: all logical CPUs)")
     parser.add_argument("--runs", type=int, default=20, help="minimum timed runs per row and round")
@@ -47,6 +49,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--runs must be at least 20")
     if args.rounds < 1:
         raise ValueError("--rounds must be at least 1")
+    if args.plot and not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
+        raise ValueError(f"--plot {args.plot}: directory {os.path.dirname(os.path.abspath(args.plot))} "
+                         "does not exist")
     fusions = evaluation.parse_fusions(args.fusion)
     target = evaluation.parse_target(args.target)
     evaluation.configure_threads(args.threads)
@@ -64,6 +69,12 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.json:
         report.write_json(args.json)
+    if args.plot:
+        from ..driver.latency_chart import latency_svg
+
+        with open(args.plot, "w") as out:
+            out.write(latency_svg(report))
+        print(f"wrote {args.plot}")
     return 0
 
 
