@@ -17,6 +17,7 @@ from tvm.s_tir.stmt import SBlock
 import tvm_fusion_ext
 from tvm_fusion_ext import zoo
 from tvm_fusion_ext.backends import backend_for
+from tvm_fusion_ext.backends.cuda import CUDABackend
 from tvm_fusion_ext.driver.build import build, instrumented, run
 from tvm_fusion_ext.hardware import GPUSpec, spec_for_target
 from tvm_fusion_ext.pipelines import PHASE_PREFIX, pipeline
@@ -27,7 +28,8 @@ _MISSING = [what for what, absent in (
     ("a TVM built with CUDA (USE_CUDA)", str(tvm.support.libinfo().get("USE_CUDA", "OFF")).upper()
      in ("OFF", "", "0", "FALSE")),
 ) if absent]
-pytestmark = pytest.mark.skipif(bool(_MISSING), reason="the CUDA backend tests need " + " and ".join(_MISSING))
+pytestmark = [pytest.mark.zoo, pytest.mark.skipif(
+    bool(_MISSING), reason="the CUDA backend tests need " + " and ".join(_MISSING))]
 
 TARGET = {"kind": "cuda", "arch": "sm_90"}
 MODELS = ["resnet18", "bert_base", "apollo_fig3", "layernorm_chain", "softmax_chain", "multi_head",
@@ -119,7 +121,7 @@ def _kernel_bodies(source: str) -> dict[str, str]:
 def test_cuda_targets_get_the_cuda_backend_and_the_h100_spec():
     target = tvm.target.Target(TARGET)
     assert list(target.keys) == ["cuda", "gpu"]
-    assert type(backend_for(target)).__name__ == "CUDABackend"
+    assert isinstance(backend_for(target), CUDABackend)
     spec = spec_for_target(target)
     assert isinstance(spec, GPUSpec)
     assert (spec.num_cores, spec.fast_memory_bytes, spec.shared_memory_per_sm, spec.l2_bytes,
