@@ -5,9 +5,11 @@ in one kernel with a cross-thread reduction in shared memory. Code is generated 
 here without a GPU; the numerics test runs only where ``tvm.cuda().exist``."""
 
 import functools
+import json
 import re
 import shutil
 
+import numpy as np
 import pytest
 import tvm
 import tvm_ffi
@@ -196,3 +198,25 @@ def test_every_strategy_matches_the_unfused_model_on_the_gpu(name, fusion):
     actual = run(_build(name, fusion)[1], inputs, device=tvm.cuda())
     error = verify.max_rel_error(actual, expected)
     assert error < REL_TOL, f"{name} / {fusion} on {tvm.cuda().device_name}: relative error {error:.2e}"
+
+
+def test_the_command_line_compiles_for_cuda_and_runs_only_on_a_gpu(tmp_path, capsys):
+    """``tvm-fusion compile`` writes a CUDA library without a GPU; ``run`` and ``compare`` say
+    which device is missing in one line (on a machine with a GPU they run)."""
+    from tvm_fusion_ext.cli import main
+
+    library = tmp_path / "fig3.so"
+    target = json.dumps(TARGET)
+    model = ["apollo_fig3", "--model-arg", "batch=4", "--model-arg", "features=64"]
+    assert main(["compile", *model, "--target", target, "--fusion", "apollo", "-o", str(library)]) == 0
+    assert json.loads((tmp_path / "fig3.so.json").read_text())["fusion"] == "apollo"
+    np.savez(tmp_path / "in.npz", x=np.ones((4, 64), "float32"))
+    capsys.readouterr()
+    if tvm.cuda().exist:
+        assert main(["run", str(library), "--inputs", str(tmp_path / "in.npz"), "--runs", "2"]) == 0
+        return
+    for argv in (["run", str(library), "--inputs", str(tmp_path / "in.npz")],
+                 ["compare", "--model", *model, "--target", target, "--fusion", "stock"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "no cuda:0 on this machine" in err, err
