@@ -95,12 +95,14 @@ def test_random_inputs_are_never_all_zero():
 def test_targets_find_their_backend_by_key():
     from tvm_fusion_ext.backends import backend_for
     from tvm_fusion_ext.backends.cpu import CPUBackend
+    from tvm_fusion_ext.backends.cuda import CUDABackend
     from tvm_fusion_ext.backends.dsa import DSABackend
 
     assert isinstance(backend_for(tvm.target.Target("llvm")), CPUBackend)
     assert isinstance(backend_for(tvm.target.Target("dsa/stcp920")), DSABackend)  # keys dsa, cpu
-    with pytest.raises(ValueError, match="target kind 'cuda' .*only for targets with a backend"):
-        tvm_fusion_ext.pipelines.lowering_passes(tvm.target.Target({"kind": "cuda", "arch": "sm_80"}))
+    assert isinstance(backend_for(tvm.target.Target({"kind": "cuda", "arch": "sm_80"})), CUDABackend)
+    with pytest.raises(ValueError, match="target kind 'opencl' .*only for targets with a backend"):
+        tvm_fusion_ext.pipelines.lowering_passes(tvm.target.Target("opencl"))
 
 
 def test_every_relax_pass_class_is_exported_by_relax_passes():

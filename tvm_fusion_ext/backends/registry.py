@@ -5,10 +5,10 @@ A backend gives the target-specific passes of every pipeline of
 :mod:`tvm_fusion_ext.pipelines.phases`: ``graph_passes(target)`` (graph simplifications on
 high-level Relax, run before every strategy's own pre-processing), ``schedule_passes(target,
 policy)`` (TIR scheduling for one of :data:`POLICIES`) and ``lowering_passes(target)`` (dataflow
-lowering and finalisation). A module
-per family registers its backend with :func:`register_backend` under a target key (``"cpu"``,
-``"dsa"``); :func:`backend_for` picks the first of a target's keys that has one, so a target whose
-keys are ``["dsa", "cpu"]`` gets the DSA backend.
+lowering and finalisation). A module per family registers its backend with
+:func:`register_backend` under a target key (``"cpu"``, ``"cuda"``, ``"dsa"``); :func:`backend_for`
+picks the first of a target's keys that has one, so a target whose keys are ``["dsa", "cpu"]`` gets
+the DSA backend.
 """
 
 from __future__ import annotations

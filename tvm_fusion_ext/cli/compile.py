@@ -4,6 +4,7 @@
     tvm-fusion compile resnet18 --model-arg image=64 --target dsa/stcp920 --fusion stock -o r18.so
     tvm-fusion compile dyn.onnx --input-shapes "x:[1,3,224,224]" --target llvm --fusion stock -o m.so
     tvm-fusion compile m.onnx --target llvm --fusion stock --tuning-records tune_dir -o m.so
+    tvm-fusion compile bert_base --target '{"kind":"cuda","arch":"sm_90"}' --fusion apollo -o bert.so
 
 MODEL is an ``.onnx`` file, a ``torch.export.save`` file or a zoo name (as for ``compare``). The
 library runs with ``tvm.runtime.load_module`` + ``relax.VirtualMachine`` (or ``tvm-fusion run``);
@@ -27,7 +28,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("compile", help=HELP, description=HELP)
     add_model_arguments(parser)
     parser.add_argument("--target", required=True,
-                        help='target string or JSON: llvm, dsa/stcp920, \'{"kind":"llvm","num-cores":2}\'')
+                        help='target string or JSON: llvm, dsa/stcp920, \'{"kind":"llvm","num-cores":2}\', '
+                             '\'{"kind":"cuda","arch":"sm_90"}\'')
     parser.add_argument("--fusion", required=True, help="fusion strategy (tvm_fusion_ext.fusion_names())")
     parser.add_argument("--policy", choices=POLICIES, default=None,
                         help="scheduling policy (default: tuned with --tuning-records, else untuned)")

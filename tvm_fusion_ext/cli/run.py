@@ -2,8 +2,9 @@
 
     tvm-fusion run model.so --inputs in.npz --outputs out.npz --profile
 
-The inputs are checked against the sidecar ``<library>.json`` (names, shapes, dtypes). On a CPU
-target it prints the median wall time of at least ``--runs`` runs after warm-up (as ``compare``
+The inputs are checked against the sidecar ``<library>.json`` (names, shapes, dtypes). A GPU
+library runs on the GPU (an error names the missing device on a machine without one). On a CPU
+or GPU target it prints the median wall time of at least ``--runs`` runs after warm-up (as ``compare``
 does); ``--profile`` adds a per-kernel table (host wall time per kernel, through the VM's
 instrument hook). On a DSA target the kernels run emulated on the host, so the time printed is
 the simulator's (:mod:`tvm_fusion_ext.target_dsa.profile`: kernels, bytes per memory level,
@@ -41,14 +42,15 @@ def run(args: argparse.Namespace) -> int:
 
     from ..driver import artifacts, evaluation
     from ..driver.build import run as run_module
+    from ..driver.build import target_device
 
     if args.runs < 1:
         raise ValueError("--runs must be at least 1")
     module, artifact = artifacts.load_artifact(args.library)
     inputs = artifact.check_inputs(artifacts.read_inputs(args.inputs), args.inputs)
     target = artifact.tvm_target()
+    device = target_device(target)
     threads = evaluation.configure_threads(args.threads)
-    device = tvm.device(target.get_target_device_type())
     outputs = run_module(module, inputs, device=device)
     mcpu = str(target.attrs.get("mcpu", ""))
     shown = f"dsa/{mcpu}" if "dsa" in target.keys else target.kind.name + (f" ({mcpu})" if mcpu else "")
@@ -60,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
         vm = relax.VirtualMachine(module, device)
         main = vm["main"]
         args_on_device = [tvm.runtime.tensor(x, device) for x in inputs]
-        latency = evaluation.measure_latency_ms(lambda: main(*args_on_device), min_runs=args.runs)
+        call = (lambda: (main(*args_on_device), device.sync())) if "gpu" in target.keys else \
+            (lambda: main(*args_on_device))  # a GPU call returns before its kernels finish
+        latency = evaluation.measure_latency_ms(call, min_runs=args.runs)
         print(f"median latency {latency:.3f} ms ({threads} threads, at least {args.runs} runs after warm-up)")
         if args.profile:
             print(_kernel_table(vm, args_on_device, device))

@@ -27,7 +27,7 @@ from tvm import relax
 
 from ..backends import backend_for
 from ..pipelines import PHASE_PREFIX, POLICIES, get_strategy
-from .build import build, instrumented
+from .build import build, instrumented, target_device
 
 SIDECAR_SUFFIX = ".json"
 ARTIFACT_FORMAT = "tvm_fusion_ext.artifact/1"
@@ -309,7 +309,8 @@ def save_artifact(executable, path: str, artifact: Artifact) -> str:
 
 def load_artifact(path: str) -> tuple[tvm.runtime.Module, Artifact]:
     """The library at ``path`` (loaded) and its sidecar; ``ValueError``s for a missing or
-    unreadable file."""
+    unreadable file, or a library for a device this machine lacks (a GPU library loads only
+    where TVM has that GPU's runtime: :func:`~.build.target_device`)."""
     if not os.path.isfile(path):
         raise ValueError(f"{path}: no such file")
     sidecar = sidecar_path(path)
@@ -322,6 +323,7 @@ def load_artifact(path: str) -> tuple[tvm.runtime.Module, Artifact]:
     except ValueError as err:
         raise ValueError(f"{sidecar}: not JSON ({err})") from None
     artifact = Artifact.from_json(data, sidecar)
+    target_device(artifact.tvm_target())
     try:
         module = tvm.runtime.load_module(path)
     except Exception as err:  # noqa: BLE001 - the loader raises TVM errors of many kinds

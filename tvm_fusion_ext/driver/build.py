@@ -4,7 +4,7 @@
 
 * :func:`build` compiles a Relax module through a named fusion strategy (or any pass) for a target,
   and :func:`instrumented` adds pass instruments to the compile in scope;
-* :func:`run` runs a compiled module; :func:`random_inputs` makes random, never all-zero inputs
+* :func:`run` runs a compiled module (on the device :func:`target_device` gives); :func:`random_inputs` makes random, never all-zero inputs
   for a function's tensor parameters;
 * :func:`max_abs_error` measures output differences without asserting.
 """
@@ -27,10 +27,24 @@ def build(mod: tvm.IRModule, fusion: str | tvm.transform.Pass = "none", target="
 
 
 def run(executable, inputs, func_name: str = "main", device=None) -> list[np.ndarray]:
-    """Run ``func_name`` of a compiled module; returns its outputs flattened to a list of arrays."""
-    vm = relax.VirtualMachine(executable, device or tvm.cpu())
-    result = vm[func_name](*[tvm.runtime.tensor(x) for x in inputs])
+    """Run ``func_name`` of a compiled module on ``device`` (default the CPU), inputs copied
+    there; returns its outputs flattened to a list of arrays."""
+    device = device or tvm.cpu()
+    vm = relax.VirtualMachine(executable, device)
+    result = vm[func_name](*[tvm.runtime.tensor(x, device) for x in inputs])
     return _flatten(result)
+
+
+def target_device(target: tvm.target.Target) -> tvm.runtime.Device:
+    """The device ``target``'s kernels run on (the host for ``llvm``, ``c`` and DSA targets); a
+    ``ValueError`` when this machine has none, e.g. a CUDA target where ``tvm.cuda().exist`` is
+    false (compile there with ``tvm-fusion compile``, run where the GPU is)."""
+    device = tvm.device(target.get_target_device_type())
+    if not device.exist:
+        raise ValueError(f"target {target.kind.name}: no {device} on this machine to run on (or "
+                         "this TVM build has no runtime for it); tvm-fusion compile builds for it "
+                         "without one")
+    return device
 
 
 def random_inputs(func: relax.Function, seed: int = 0) -> list[np.ndarray]:

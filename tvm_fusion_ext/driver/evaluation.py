@@ -40,7 +40,7 @@ from ..analysis.kernel_traffic import kernel_traffic
 from ..pipelines import POLICIES, fusion_names, fusion_pipeline, get_strategy
 from ..tuning import tune_strategy, tuning_target
 from .artifacts import bind_onnx_input_shapes, bind_relax_input_shapes
-from .build import build, instrumented, max_abs_error, random_inputs, run
+from .build import build, instrumented, max_abs_error, random_inputs, run, target_device
 
 REFERENCE_ROWS = ("torch", "onnxruntime")
 # A model argument ending in one of these is a file (a missing one is "no such file").
@@ -329,6 +329,7 @@ def compare(workload: Workload, fusions: list[str], target="llvm", policy: str =
 
     fusions = parse_fusions(fusions)
     target = parse_target(target)
+    target_device(target)  # before any compile: a GPU target needs its GPU here
     if policy not in POLICIES:
         raise ValueError(f"unknown scheduling policy {policy!r}; known: {', '.join(POLICIES)}")
     threads = configure_threads(threads)
@@ -377,15 +378,18 @@ def _tvm_row(workload: Workload, name: str, target: tvm.target.Target, policy: s
     if capture.fused is None:
         raise RuntimeError(f"pipeline of {name!r} never ran its fusion stage {capture.pass_name!r}")
     traffic = kernel_traffic(capture.fused)
-    error = max_abs_error(run(executable, workload.inputs), workload.expected)
-    vm = relax.VirtualMachine(executable, tvm.cpu())
-    args = [tvm.runtime.tensor(x) for x in workload.inputs]
+    device = target_device(target)
+    error = max_abs_error(run(executable, workload.inputs, device=device), workload.expected)
+    vm = relax.VirtualMachine(executable, device)
+    args = [tvm.runtime.tensor(x, device) for x in workload.inputs]
     main = vm["main"]
     row = Row(name, traffic.kernels, traffic.boundary_bytes, compile_s, math.nan, error)
     if "dsa" in target.keys:  # simulated, not timed on the host
         from ..target_dsa import profile
 
         row.dsa = profile(executable, workload.inputs, target)
+    if "gpu" in target.keys:  # a GPU call returns before its kernels finish
+        return (lambda: (main(*args), device.sync())), row
     return (lambda: main(*args)), row
 
 

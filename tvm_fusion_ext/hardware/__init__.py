@@ -1,5 +1,5 @@
 """Hardware spec objects read by every scheduling pass (see :mod:`.spec`)."""
 
-from .spec import CPUSpec, HardwareSpec, register_spec, spec_for_target
+from .spec import CPUSpec, GPUSpec, HardwareSpec, register_spec, spec_for_target
 
-__all__ = ["CPUSpec", "HardwareSpec", "register_spec", "spec_for_target"]
+__all__ = ["CPUSpec", "GPUSpec", "HardwareSpec", "register_spec", "spec_for_target"]

@@ -12,6 +12,10 @@ off-chip bandwidth ``Pd`` and peak arithmetic rate ``Pc`` and adds ``L`` per ker
 * ``L``: the Relax VM's cost of one more ``call_tir`` of a 1-element kernel: a function with 1 and
   one with ``1 + LAUNCH_EXTRA`` such calls, timed, difference divided by ``LAUNCH_EXTRA``.
 
+The benchmarks time the host (numpy and the Relax VM on the CPU), so a GPU target
+(:class:`~.spec.GPUSpec`) takes its constants from its spec's datasheet peaks instead
+(:func:`datasheet_costs`), measured nowhere and cached nowhere.
+
 Sizes come from the :mod:`.spec` of the target (cache sizes), never literals in passes. Results are
 cached as JSON in ``~/.cache/tvm_fusion_ext/device_costs.json`` (override the directory with
 ``TVM_FUSION_EXT_CACHE``) under a key naming the host CPU and the target; ``scripts/measure_device.py``
@@ -30,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import tvm
 
-from .spec import CPUSpec, spec_for_target
+from .spec import CPUSpec, GPUSpec, spec_for_target
 
 CACHE_ENV = "TVM_FUSION_EXT_CACHE"
 CACHE_FILE = "device_costs.json"
@@ -72,8 +76,12 @@ def machine_key(target: tvm.target.Target) -> str:
 
 def load_or_measure(target: tvm.target.Target | str | None = None, refresh: bool = False
                     ) -> DeviceCosts:
-    """The cached costs of this machine and target, measuring (and caching) them if missing."""
+    """The cached costs of this machine and target, measuring (and caching) them if missing; a
+    GPU target's :func:`datasheet_costs`."""
     target = _as_target(target)
+    spec = spec_for_target(target)
+    if isinstance(spec, GPUSpec):
+        return datasheet_costs(spec)
     key = machine_key(target)
     path = cache_path()
     cache = {}
@@ -92,6 +100,12 @@ def load_or_measure(target: tvm.target.Target | str | None = None, refresh: bool
     tmp.write_text(json.dumps(cache, indent=1))
     tmp.replace(path)
     return costs
+
+
+def datasheet_costs(spec: GPUSpec) -> DeviceCosts:
+    """Pd, Pc and L of a GPU from its spec (peak DRAM bandwidth, float32 peak, launch cost)."""
+    return DeviceCosts(bandwidth=spec.dram_bandwidth, flops=spec.fp32_flops,
+                       launch=spec.launch_seconds, source=f"datasheet {spec.name}")
 
 
 def measure(target: tvm.target.Target | str | None = None) -> DeviceCosts:

@@ -15,6 +15,8 @@ passes therefore only need a few generic facts, which every spec provides:
 ``Target`` (``num-cores``, ``vector-width``, ``mcpu``/``mattr``). Other targets add their own
 frozen spec class (e.g. clusters / cores / LB / GB for the DSA) and register a factory for a target
 key with :func:`register_spec`; :func:`spec_for_target` dispatches on ``target.keys``.
+:class:`GPUSpec` is registered for ``cuda`` targets (an SM is a core, a thread block's shared
+memory is the fast memory a tile must fit).
 """
 
 from __future__ import annotations
@@ -90,6 +92,37 @@ class CPUSpec(HardwareSpec):
         return self.l1_bytes // 2
 
 
+@dataclass(frozen=True)
+class GPUSpec(HardwareSpec):
+    """An NVIDIA GPU: ``num_cores`` streaming multiprocessors (SMs); the fast memory a tile must
+    fit is the shared memory one thread block may allocate; ``vector_bytes`` is one 128-bit
+    (``float4``) load per thread."""
+
+    shared_memory_per_sm: int = 228 * 1024
+    l2_bytes: int = 50 * 1024 * 1024
+    max_threads_per_block: int = 1024
+    warp_size: int = 32
+    # Peaks for NeoFlow's reward (:mod:`.device_costs`): DRAM bytes/s, float32 FLOP/s without
+    # tensor cores, and seconds per kernel launch.
+    dram_bandwidth: float = 3.35e12
+    fp32_flops: float = 67e12
+    launch_seconds: float = 5e-6
+
+    @classmethod
+    def h100(cls, target: tvm.target.Target | None = None) -> GPUSpec:
+        """The H100 SXM5 (``sm_90``). Sources: NVIDIA H100 Tensor Core GPU Architecture whitepaper
+        (132 SMs, 50 MB L2, 3.35 TB/s HBM3, 67 TFLOPS float32) and the CUDA C++ Programming
+        Guide, "Technical Specifications per Compute Capability" for 9.0 (228 KB shared memory
+        per SM, 227 KB per block, 1024 threads per block, warp size 32). The launch cost is an
+        estimate (a few microseconds per launch through the CUDA runtime), not a datasheet figure.
+        ``max_num_threads`` / ``thread_warp_size`` of ``target`` win over the defaults."""
+        attrs = target.attrs if target is not None else {}
+        return cls(name=f"cuda:{attrs.get('arch', 'sm_90')}", num_cores=132, vector_bytes=16,
+                   fast_memory_bytes=227 * 1024,
+                   max_threads_per_block=int(attrs.get("max_num_threads", 1024)),
+                   warp_size=int(attrs.get("thread_warp_size", 32)))
+
+
 SpecFactory = Callable[[tvm.target.Target], HardwareSpec]
 _FACTORIES: dict[str, SpecFactory] = {}
 
@@ -112,6 +145,12 @@ def spec_for_target(target: tvm.target.Target | str | dict | None = None) -> Har
         if key in _FACTORIES:
             return _FACTORIES[key](target)
     return CPUSpec.from_target(target)
+
+
+@register_spec("cuda")
+def _cuda_spec(target: tvm.target.Target) -> HardwareSpec:
+    """Every ``cuda`` target gets the H100's facts (the GPU this package's GPU figures are for)."""
+    return GPUSpec.h100(target)
 
 
 def _as_target(target) -> tvm.target.Target | None:

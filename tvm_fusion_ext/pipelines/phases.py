@@ -10,7 +10,7 @@ between two strategies compiled under the same scheduling policy::
                      (index expressions simplified with the block domains: the reshapes FuseTIR
                      copies in keep ``(i // 768 + j) % 128``-style indices that block loop fusion)
     (graph)          the target backend's graph simplifications on high-level Relax, before
-                     the strategy's own (CPU: batch norms folded into conv weights)
+                     the strategy's own (CPU, CUDA: batch norms folded into conv weights)
     scheduling       the policy: "unscheduled" | "untuned" | "tuned", as the target's backend
                      schedules it (:mod:`tvm_fusion_ext.backends`)
     lowering         the target's backend: TVM's dataflow-lowering and finalize passes

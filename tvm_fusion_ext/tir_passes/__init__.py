@@ -1,14 +1,16 @@
 """TIR scheduling passes: anchor loop fusion (GraphTurbo section 4.1) with register-tiled
 contraction anchors (``register_tile``: GotoBLAS micro-kernels), the plain fallback, the default
 schedule pass built from them, ``VectorErf`` and ``VectorExp`` (float32 erf and exp as
-vectorisable polynomials), and APOLLO's reduction canonical forms (section 4.1)."""
+vectorisable polynomials), ``DropUnitIters`` (trivial block bindings for dlight's GPU
+rules), and APOLLO's reduction canonical forms (section 4.1)."""
 
 from .default_schedule import DefaultSchedule, default_schedule_pass
 from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
 from .reduction_forms import ReductionForm, canonicalize_reduction, reduction_form
+from .unit_iters import DropUnitIters
 from .vector_erf import VectorErf
 from .vector_exp import VectorExp
 
-__all__ = ["AnchorLoopFusion", "DefaultSchedule", "PlainSchedule", "ReductionForm",
+__all__ = ["AnchorLoopFusion", "DefaultSchedule", "DropUnitIters", "PlainSchedule", "ReductionForm",
            "VectorErf", "VectorExp", "canonicalize_reduction", "default_schedule_pass", "reduction_form"]

@@ -1,0 +1,101 @@
+"""The CUDA backend (target key ``"cuda"``: ``{"kind": "cuda", "arch": "sm_90"}`` targets, whose keys
+are ``["cuda", "gpu"]``), after TVM's ``python/tvm/relax/backend/cuda/pipeline.py``.
+
+Graph: batch norms after convs folded into the conv weights
+(:class:`~tvm_fusion_ext.relax_passes.fold_batch_norm.FoldBatchNormIntoConv`), then TVM's library
+dispatch for CUDA (sampling, sort and scan ops become TVM's GPU kernels before legalisation).
+Scheduling: ``untuned`` is :class:`~tvm_fusion_ext.tir_passes.unit_iters.DropUnitIters` (dlight
+declines the constant unit bindings the pipelines' simplification leaves), then dlight's GPU rule
+chain as TVM's default CUDA pipeline applies it (``Matmul`` (see :class:`SingleOutputOnly`), ``GEMV`` (see
+:class:`DeclineOnAssertion`), ``Reduction``,
+``GeneralReduction``, ``Fallback``: every kernel gets thread bindings, and ``GeneralReduction``
+keeps a reduction and the element-wise ops after it in one kernel with a cross-thread reduction in
+shared memory); ``tuned`` first applies the MetaSchedule records of the database in scope and
+gives whatever the database lacks the untuned schedule. ``unscheduled`` is refused with a
+``ValueError``: TVM compiles a kernel without thread bindings into host code, which would read
+the GPU's buffers from the CPU, so there is no unscheduled GPU baseline to compare with. Lowering is TVM's own CUDA dataflow lowering
+and finalisation (static memory planning, CUDA-graph rewriting when
+``relax.backend.use_cuda_graph`` is set).
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import relax, tirx
+from tvm.relax.backend.cuda import pipeline as cuda_pipeline
+from tvm.s_tir import dlight as dl
+from tvm.s_tir.stmt import SBlock
+
+from ..relax_passes.fold_batch_norm import FoldBatchNormIntoConv
+from ..tir_passes.unit_iters import DropUnitIters
+from .registry import register_backend
+
+
+class DeclineOnAssertion(dl.ScheduleRule):
+    """``rule``, declining (``None``) where it fails an assertion instead of scheduling.
+
+    dlight's ``GEMV`` asserts, in ``normalize`` (``python/tvm/s_tir/dlight/analysis/gemv.py``),
+    that a matrix-vector kernel has a spatial loop that is not a batch loop; a row sum whose
+    every spatial iterator indexes every buffer (``sum(exp(x - max))`` with the row maximum as an
+    input, which APOLLO's ``apollo-no-stitch`` leaves as a kernel of its own) fails it. dlight's
+    rules decline by returning ``None`` (``python/tvm/s_tir/dlight/base/transform.py`` then
+    tries the next rule); here the ``Reduction`` rule after it schedules that kernel.
+    """
+
+    def __init__(self, rule: dl.ScheduleRule):
+        self.rule = rule
+
+    def apply(self, func, target, tunable):
+        try:
+            return self.rule.apply(func, target, tunable)
+        except AssertionError:
+            return None
+
+
+class SingleOutputOnly(dl.ScheduleRule):
+    """``rule`` on kernels that write one of their parameters; others are declined (``None``).
+
+    dlight's ``Matmul`` (``python/tvm/s_tir/dlight/gpu/matmul.py``) stages one output through its
+    epilogue; on a kernel with several outputs (a QKV projection whose three slices are outputs,
+    as NeoFlow groups BERT's attention input) the schedule it returns fails lowering ("Buffer
+    matmul_intermediate_reindex_pad is used before its definition"). ``Fallback`` schedules such a
+    kernel instead.
+    """
+
+    def __init__(self, rule: dl.ScheduleRule):
+        self.rule = rule
+
+    def apply(self, func, target, tunable):
+        if isinstance(func, tirx.PrimFunc) and len(written_params(func)) > 1:
+            return None
+        return self.rule.apply(func, target, tunable)
+
+
+def written_params(func: tirx.PrimFunc) -> list:
+    """The buffer parameters of ``func`` that some block writes."""
+    written = []
+    tvm_ffi.structural_walk(func.body, [(SBlock, lambda block: written.extend(
+        region.source for region in block.writes))], order="pre")
+    return [param for param in func.params if any(buf.same_as(param) for buf in written)]
+
+
+@register_backend("cuda")
+class CUDABackend:
+    def graph_passes(self, target: tvm.target.Target) -> list:
+        return [FoldBatchNormIntoConv(), *cuda_pipeline.library_dispatch_passes(target)]
+
+    def schedule_passes(self, target: tvm.target.Target, policy: str) -> list:
+        if policy == "unscheduled":
+            raise ValueError(f"scheduling policy 'unscheduled' on target {target.kind.name} "
+                             f"({target.attrs.get('arch', 'no arch')}): GPU kernels need thread "
+                             "bindings to build; use 'untuned' or 'tuned'")
+        rules = (SingleOutputOnly(dl.gpu.Matmul()), DeclineOnAssertion(dl.gpu.GEMV()), dl.gpu.Reduction(),
+                 dl.gpu.GeneralReduction(), dl.gpu.Fallback())
+        untuned = [DropUnitIters(), dl.ApplyDefaultSchedule(*rules)]
+        if policy == "tuned":
+            return [relax.transform.MetaScheduleApplyDatabase(enable_warning=False), *untuned]
+        return untuned
+
+    def lowering_passes(self, target: tvm.target.Target) -> list:
+        return cuda_pipeline.dataflow_lower_passes(target) + cuda_pipeline.finalize_passes(target)
