@@ -160,7 +160,7 @@ def test_cli_tune_resumes_and_prints_the_compile_command(tuned, tmp_path, capsys
     work_dir = str(tmp_path / "cli")
     shutil.copytree(tuned[0], work_dir)
     workload = evaluation.Workload("convbias", "torch", ConvBiasReluSoftmax, [], [], "none")
-    monkeypatch.setattr(evaluation, "load_workload", lambda model, args, importer: workload)
+    monkeypatch.setattr(evaluation, "load_workload", lambda model, args, importer, input_shapes=None: workload)
     argv = ["tune", "convbias", "--target", '{"kind": "llvm", "num-cores": 2}', "--trials", str(TRIALS),
             "--work-dir", work_dir, "--no-progress"]
     assert main(argv) == 0
