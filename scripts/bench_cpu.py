@@ -189,12 +189,16 @@ def main(argv=None) -> int:
     results = []
     for label, model, model_args in workloads(args.models, [int(b) for b in args.batches.split(",")]):
         start = time.time()
-        workload = load_workload(model, model_args)
-        report = compare(workload, fusions, target, "untuned", threads=threads, rounds=args.rounds)
+        try:
+            workload = load_workload(model, model_args)
+            report = compare(workload, fusions, target, "untuned", threads=threads, rounds=args.rounds)
+            rows = [row.to_json() for row in report.rows]
+            best = min((r for r in rows if r["fusion"] not in REFERENCE_ROWS), key=lambda r: r["latency_ms"])
+            split = kernel_split(workload, best["fusion"], target)
+        except Exception as err:  # noqa: BLE001 - one failing model must not lose the others' rows
+            print(f"\n{label}: failed: {str(err).splitlines()[0] if str(err) else type(err).__name__}", flush=True)
+            continue
         print(f"\n{label} ({time.time() - start:.0f} s)\n{report.table()}", flush=True)
-        rows = [row.to_json() for row in report.rows]
-        best = min((r for r in rows if r["fusion"] not in REFERENCE_ROWS), key=lambda r: r["latency_ms"])
-        split = kernel_split(workload, best["fusion"], target)
         print(f"best {best['fusion']}: {json.dumps({k: round(v, 3) for k, v in split.items()})}", flush=True)
         results.append({"label": label, "rows": rows, "split": split})
     command = "python scripts/bench_cpu.py " + " ".join(sys.argv[1:] if argv is None else argv)
