@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import tvm
-from tvm import relax
+import tvm_ffi
+from tvm import relax, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 PRIMITIVE_ATTR = "Primitive"
@@ -59,3 +60,15 @@ class VarRemapper(PyExprMutator):
 
     def visit_dataflow_var_(self, var):
         return self.var_map.get(var, var)
+
+
+def map_prim_func_calls(mod: tvm.IRModule, rewrite) -> tvm.IRModule:
+    """``mod`` with every ``tvm.ir.Call`` in its PrimFuncs replaced by ``rewrite(call)`` (which
+    returns the call itself to keep it); functions nothing changed in are kept as they are."""
+    updates = {}
+    for gvar, func in mod.functions_items():
+        if isinstance(func, tirx.PrimFunc):
+            rewritten = tvm_ffi.structural_map(func, [(tvm.ir.Call, rewrite)])
+            if not rewritten.same_as(func):
+                updates[gvar] = rewritten
+    return with_functions(mod, updates)

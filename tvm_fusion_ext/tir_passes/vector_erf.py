@@ -12,10 +12,9 @@ every strategy's ``untuned`` / ``tuned`` scheduling, so strategies are compared 
 from __future__ import annotations
 
 import tvm
-import tvm_ffi
 from tvm import tirx
 
-from ..ir_utils import with_functions
+from ..ir_utils import map_prim_func_calls
 from ..registration import register_pass
 
 # Coefficients of fast_erf_float_expr (src/tirx/op/op.cc): odd numerator, even denominator.
@@ -52,13 +51,7 @@ class VectorErf:
     """Module pass: every float32 ``erf`` call of every PrimFunc -> :func:`erf_polynomial`."""
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        updates = {}
-        for gvar, func in mod.functions_items():
-            if isinstance(func, tirx.PrimFunc):
-                rewritten = tvm_ffi.structural_map(func, [(tvm.ir.Call, _rewrite)])
-                if not rewritten.same_as(func):
-                    updates[gvar] = rewritten
-        return with_functions(mod, updates)
+        return map_prim_func_calls(mod, _rewrite)
 
 
 def _rewrite(call):

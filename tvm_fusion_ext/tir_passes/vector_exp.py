@@ -16,10 +16,9 @@ only when lowering, after this pass, into a libm call per lane.
 from __future__ import annotations
 
 import tvm
-import tvm_ffi
 from tvm import tirx
 
-from ..ir_utils import with_functions
+from ..ir_utils import map_prim_func_calls
 from ..registration import register_pass
 
 # Constants of fast_exp_float32 (include/tvm/topi/elemwise.h).
@@ -65,13 +64,7 @@ class VectorExp:
     every float32 ``sigmoid`` -> ``1 / (1 + exp_polynomial(-x))``."""
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        updates = {}
-        for gvar, func in mod.functions_items():
-            if isinstance(func, tirx.PrimFunc):
-                rewritten = tvm_ffi.structural_map(func, [(tvm.ir.Call, _rewrite)])
-                if not rewritten.same_as(func):
-                    updates[gvar] = rewritten
-        return with_functions(mod, updates)
+        return map_prim_func_calls(mod, _rewrite)
 
 
 def _rewrite(call):
