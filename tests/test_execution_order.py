@@ -2,8 +2,7 @@
 
 import numpy as np
 import tvm
-from tvm.script import ir as I
-from tvm.script import relax as R
+from cases.foundation import SixKernels
 
 from tvm_fusion_ext.analysis.execution_order import BFS, DFS, choose_order, peak_live_bytes, topological_order
 from tvm_fusion_ext.analysis.graph import DataflowGraph, build_graph
@@ -40,20 +39,6 @@ def test_peaks_match_the_paper():
     assert choice.peaks == {BFS: 5 * GB, DFS: 4 * GB}
 
 
-@I.ir_module
-class SixKernels:  # the same shape of graph in Relax, written in BFS order
-    @R.function
-    def main(x: R.Tensor((64, 64), "float32")):
-        with R.dataflow():
-            k1 = R.exp(x)
-            k2 = R.sigmoid(x)
-            k4 = R.tanh(x)
-            k5 = R.nn.relu(x)
-            k3 = R.add(k1, k2)
-            t = R.add(k3, k4)
-            k6 = R.add(t, k5)
-            R.output(k6)
-        return k6
 
 
 def test_pass_reorders_dfs_and_keeps_results():

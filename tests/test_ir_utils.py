@@ -3,6 +3,7 @@
 import pytest
 import tvm
 import tvm_ffi
+from cases.foundation import SixKernels, TwoMatmuls
 from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
@@ -28,34 +29,8 @@ class AddZero:
         return b
 
 
-@I.ir_module
-class TwoMatmuls:
-    @R.function
-    def main(x: R.Tensor((4, 8), "float32"), w1: R.Tensor((8, 16), "float32"),
-             w2: R.Tensor((8, 6), "float32")):
-        with R.dataflow():
-            a = R.matmul(x, w1)
-            b = R.matmul(x, w2)
-            c = R.nn.relu(a)
-            d = R.sigmoid(b)
-            R.output(c, d)
-        return (c, d)
 
 
-@I.ir_module
-class BreadthFirst:  # ScheduleExecutionOrder reorders it depth first
-    @R.function
-    def main(x: R.Tensor((64, 64), "float32")):
-        with R.dataflow():
-            k1 = R.exp(x)
-            k2 = R.sigmoid(x)
-            k4 = R.tanh(x)
-            k5 = R.nn.relu(x)
-            k3 = R.add(k1, k2)
-            t = R.add(k3, k4)
-            k6 = R.add(t, k5)
-            R.output(k6)
-        return k6
 
 
 @I.ir_module
@@ -82,11 +57,11 @@ def _annotated(mod):
 CASES = {
     "AlgebraicSimplify": (AlgebraicSimplify, lambda: AddZero),
     "ParallelFusion": (ParallelFusion, lambda: TwoMatmuls),
-    "ScheduleExecutionOrder": (ScheduleExecutionOrder, lambda: _legal(BreadthFirst)),
+    "ScheduleExecutionOrder": (ScheduleExecutionOrder, lambda: _legal(SixKernels)),
     "OpenCompoundOps": (OpenCompoundOps, lambda: _legal(LayerNorm)),
     "MaterializePartition": (lambda: MaterializePartition(group_by_names(["k1", "k2", "k3"])),
-                             lambda: _legal(BreadthFirst)),
-    "ApolloFusion": (lambda: ApolloFusion(check_downstream=False), lambda: _annotated(BreadthFirst)),
+                             lambda: _legal(SixKernels)),
+    "ApolloFusion": (lambda: ApolloFusion(check_downstream=False), lambda: _annotated(SixKernels)),
 }
 
 

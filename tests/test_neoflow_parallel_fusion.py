@@ -2,6 +2,7 @@
 
 import numpy as np
 import tvm
+from cases.foundation import TwoMatmuls
 from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
@@ -9,20 +10,6 @@ from tvm.script import relax as R
 from tvm_fusion_ext.pipelines import fusion_pipeline
 from tvm_fusion_ext.relax_passes.parallel_fusion import ParallelFusion
 from tvm_fusion_ext.testing.verify import assert_same_as_unfused, build, kernel_traffic, random_inputs, run
-
-
-@I.ir_module
-class TwoMatmuls:
-    @R.function
-    def main(x: R.Tensor((4, 8), "float32"), w1: R.Tensor((8, 16), "float32"),
-             w2: R.Tensor((8, 6), "float32")):
-        with R.dataflow():
-            a = R.matmul(x, w1)
-            b = R.matmul(x, w2)
-            c = R.nn.relu(a)
-            d = R.sigmoid(b)
-            R.output(c, d)
-        return (c, d)
 
 
 @I.ir_module

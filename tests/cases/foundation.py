@@ -147,3 +147,33 @@ class TwoChains:
             b = R.multiply(d, R.const(2.0, "float32"))
             R.output(c, b)
         return (c, b)
+
+
+@I.ir_module
+class TwoMatmuls:  # NeoFlow parallel fusion: two matmuls sharing their input
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), w1: R.Tensor((8, 16), "float32"),
+             w2: R.Tensor((8, 6), "float32")):
+        with R.dataflow():
+            a = R.matmul(x, w1)
+            b = R.matmul(x, w2)
+            c = R.nn.relu(a)
+            d = R.sigmoid(b)
+            R.output(c, d)
+        return (c, d)
+
+
+@I.ir_module
+class SixKernels:  # a six-kernel graph written in BFS order (MindSpore execution-order scheduling)
+    @R.function
+    def main(x: R.Tensor((64, 64), "float32")):
+        with R.dataflow():
+            k1 = R.exp(x)
+            k2 = R.sigmoid(x)
+            k4 = R.tanh(x)
+            k5 = R.nn.relu(x)
+            k3 = R.add(k1, k2)
+            t = R.add(k3, k4)
+            k6 = R.add(t, k5)
+            R.output(k6)
+        return k6
