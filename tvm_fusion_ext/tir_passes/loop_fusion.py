@@ -173,7 +173,8 @@ def _pad_spatial_to_lanes(sch: s_tir.Schedule, anchor: BlockInfo, lanes: int) ->
     """
     weights = layout_free_buffers(sch.mod["main"])
     weight_vars = [anchor.loop_iters[pos].var for pos in range(len(anchor.extents))
-                   if any(read.source.same_as(w) and _dims_using(read, anchor.loop_iters[pos].var)
+                   if any(read.source.same_as(w) and any(uses_any(rg.min, [anchor.loop_iters[pos].var])
+                                                         for rg in read.region)
                           for read in anchor.block.reads for w in weights)]
     candidates = sorted((-(-extent // lanes) * lanes / extent, -pos)   # inner loops first on ties
                         for pos, extent in enumerate(anchor.extents)
@@ -187,10 +188,6 @@ def _pad_spatial_to_lanes(sch: s_tir.Schedule, anchor: BlockInfo, lanes: int) ->
     if all(m == 1 for m in padding):
         return False
     return try_primitive(sch.pad_einsum, sch.get_sblock(anchor.name), padding)
-
-
-def _dims_using(region, var) -> bool:
-    return any(uses_any(rg.min, [var]) for rg in region.region)
 
 
 def _analyze_padded(sch: s_tir.Schedule, anchor_name: str) -> tuple[list[BlockInfo], str]:
