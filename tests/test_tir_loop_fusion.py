@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tvm
 from tir_cases import fused, fused_expected
-from tvm import s_tir
+from tvm import relax, s_tir
 
 from tvm_fusion_ext.hardware import CPUSpec, HardwareSpec
 from tvm_fusion_ext.tir_passes import AnchorLoopFusion
@@ -20,6 +20,7 @@ from tvm_fusion_ext.tir_passes.analysis import (
     choose_tile,
     lowered_allocations,
     pick_anchor,
+    sblocks,
     tile_footprint,
 )
 
@@ -122,17 +123,76 @@ def test_no_full_size_intermediate_remains(name):
     after = lowered_allocations(_schedule(name))
     assert after, "every case has intermediates"
     for buf, (shape, scope) in after.items():
-        whole = full[buf.removesuffix("_local")][0]
         assert scope == "local"
+        if buf.endswith(".rf_local"):  # a row reduction's partial results: one vector per row
+            assert math.prod(shape) <= 2 * FAKE_SPEC.vector_lanes("float32"), (buf, shape)
+            continue
+        whole = full[buf.removesuffix("_local")][0]
         assert math.prod(shape) < math.prod(whole), (buf, shape, whole)
 
 
 def test_rows_become_one_loop_nest_with_scalar_intermediates():
-    """Softmax / layer norm (APOLLO 4.2): per-row reductions leave one element per row."""
+    """Softmax / layer norm (APOLLO 4.2): per-row reductions leave one element per row, and one
+    vector of per-lane partial results (``.rf``) per row while reducing it."""
+    lanes = FAKE_SPEC.vector_lanes("float32")
     for name in ("softmax", "layer_norm", "sum_divide"):
         after = lowered_allocations(_schedule(name))
-        reduced = {b: s for b, (s, _) in after.items() if "exp_local" not in b}
+        reduced = {b: s for b, (s, _) in after.items() if "exp_local" not in b and ".rf" not in b}
         assert all(math.prod(shape) == 1 for shape in reduced.values()), reduced
+        partials = {b: s for b, (s, _) in after.items() if ".rf" in b}
+        assert partials and all(math.prod(shape) in (lanes, 2 * lanes) for shape in partials.values()), partials
+
+
+@pytest.mark.parametrize("columns, vectorized", [(32, True), (37, False)])
+def test_row_reductions_are_vectorised_along_the_row(columns, vectorized):
+    """A row reduction read contiguously becomes a vectorised per-lane partial reduction plus a
+    write-back over the lanes, when the row holds whole vectors; a prime row length keeps the
+    scalar reduction (a predicated tail would not survive ``compute_at``). Both are right."""
+    func = _row_softmax(columns)
+    sch = AnchorLoopFusion(FAKE_SPEC).apply(func, tvm.target.Target("llvm"), False)
+    names = [b.name_hint for b in sblocks(sch.mod["main"])]
+    partial_loops = [loop for loop in _loops_of(sch.mod["main"], "T_softmax_expsum_rf_update")]
+    assert ("T_softmax_expsum_rf_update" in names) == vectorized
+    if vectorized:
+        assert partial_loops[-1].kind == tvm.tirx.ForKind.VECTORIZED
+    lib = tvm.compile(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}), target="llvm")
+    x = np.random.default_rng(0).normal(size=(6, columns)).astype("float32")
+    out = tvm.runtime.empty((6, columns), "float32")
+    lib["main"](tvm.runtime.tensor(x), out)
+    expected = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), expected / expected.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def _row_softmax(columns: int) -> tvm.tirx.PrimFunc:
+    x = relax.Var("x", relax.TensorType((6, columns), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.softmax(x, axis=-1))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    return next(f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+
+
+def _loops_of(func: tvm.tirx.PrimFunc, block: str) -> list:
+    """The loops around block ``block``, outermost first."""
+    found = []
+
+    def visit(stmt, loops):
+        if isinstance(stmt, tvm.tirx.For):
+            visit(stmt.body, [*loops, stmt])
+        elif isinstance(stmt, tvm.tirx.SeqStmt):
+            for child in stmt.seq:
+                visit(child, loops)
+        elif isinstance(stmt, tvm.s_tir.SBlockRealize):
+            if stmt.block.name_hint == block:
+                found.extend(loops)
+            visit(stmt.block.body, loops)
+        elif isinstance(stmt, tvm.s_tir.SBlock):
+            visit(stmt.body, loops)
+
+    visit(func.body, [])
+    return found
 
 
 def test_stitched_rows_take_their_copy_and_unit_axes_along():
@@ -142,7 +202,7 @@ def test_stitched_rows_take_their_copy_and_unit_axes_along():
     func = _schedule("layer_norm_copy").with_attr("global_symbol", "main")
     root = func.body.block.body
     assert isinstance(root, tvm.tirx.For) and root.kind == tvm.tirx.ForKind.PARALLEL
-    reduced = {b: s for b, (s, _) in lowered_allocations(func).items() if "T_" not in b}
+    reduced = {b: s for b, (s, _) in lowered_allocations(func).items() if "T_" not in b and ".rf" not in b}
     assert reduced and all(math.prod(shape) == 1 for shape in reduced.values()), reduced
     lib = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
     rng = np.random.default_rng(0)

@@ -226,17 +226,36 @@ def softmax(x: T.Buffer((T.int64(4), T.int64(32)), "float32"), T_softmax_norm: T
     T_softmax_maxelem_local = T.sblock_alloc_buffer((T.int64(4),), scope="local")
     T_softmax_exp_local = T.sblock_alloc_buffer((T.int64(4), T.int64(32)), scope="local")
     T_softmax_expsum_local = T.sblock_alloc_buffer((T.int64(4),), scope="local")
+    T_softmax_maxelem_rf_local = T.sblock_alloc_buffer((T.int64(8), T.int64(4)), scope="local")
+    T_softmax_expsum_rf_local = T.sblock_alloc_buffer((T.int64(8), T.int64(4)), scope="local")
     for i0_0 in T.parallel(T.int64(2)):
         for i0_1 in range(T.int64(2)):
-            for ax0, ax1 in T.grid(T.int64(1), T.int64(32)):
+            for ax1_init in range(T.int64(1)):
+                for ax0_init in T.vectorized(T.int64(8)):
+                    with T.sblock("T_softmax_maxelem_rf_init"):
+                        vk_1 = T.axis.spatial(T.int64(8), ax0_init)
+                        v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1_init)
+                        T.reads()
+                        T.writes(T_softmax_maxelem_rf_local[vk_1, v_i0])
+                        T_softmax_maxelem_rf_local[vk_1, v_i0] = T.float32(-340282346638528859811704183484516925440.0)
+            for ax2, ax1 in T.grid(T.int64(4), T.int64(1)):
+                for ax0 in T.vectorized(T.int64(8)):
+                    with T.sblock("T_softmax_maxelem_rf_update"):
+                        vk_1 = T.axis.spatial(T.int64(8), ax0)
+                        v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1)
+                        vk_0 = T.axis.reduce(T.int64(4), ax2)
+                        T.reads(T_softmax_maxelem_rf_local[vk_1, v_i0], x[v_i0, vk_0 * T.int64(8) + vk_1])
+                        T.writes(T_softmax_maxelem_rf_local[vk_1, v_i0])
+                        T_softmax_maxelem_rf_local[vk_1, v_i0] = T.max(T_softmax_maxelem_rf_local[vk_1, v_i0], x[v_i0, vk_0 * T.int64(8) + vk_1])
+            for ax0, ax1 in T.grid(T.int64(8), T.int64(1)):
                 with T.sblock("T_softmax_maxelem"):
-                    v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax0)
-                    v_k = T.axis.reduce(T.int64(32), ax1)
-                    T.reads(x[v_i0, v_k])
+                    vk_1 = T.axis.reduce(T.int64(8), ax0)
+                    v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1)
+                    T.reads(T_softmax_maxelem_rf_local[vk_1, v_i0])
                     T.writes(T_softmax_maxelem_local[v_i0])
                     with T.init():
                         T_softmax_maxelem_local[v_i0] = T.float32(-340282346638528859811704183484516925440.0)
-                    T_softmax_maxelem_local[v_i0] = T.max(T_softmax_maxelem_local[v_i0], x[v_i0, v_k])
+                    T_softmax_maxelem_local[v_i0] = T.max(T_softmax_maxelem_local[v_i0], T_softmax_maxelem_rf_local[vk_1, v_i0])
             for ax0, ax1_0 in T.grid(T.int64(1), T.int64(4)):
                 for ax1_1 in T.vectorized(T.int64(8)):
                     with T.sblock("T_softmax_exp"):
@@ -245,15 +264,32 @@ def softmax(x: T.Buffer((T.int64(4), T.int64(32)), "float32"), T_softmax_norm: T
                         T.reads(x[v_i0, v_i1], T_softmax_maxelem_local[v_i0])
                         T.writes(T_softmax_exp_local[v_i0, v_i1])
                         T_softmax_exp_local[v_i0, v_i1] = T.exp(x[v_i0, v_i1] - T_softmax_maxelem_local[v_i0])
-            for ax0, ax1 in T.grid(T.int64(1), T.int64(32)):
+            for ax1_init in range(T.int64(1)):
+                for ax0_init in T.vectorized(T.int64(8)):
+                    with T.sblock("T_softmax_expsum_rf_init"):
+                        vk_1 = T.axis.spatial(T.int64(8), ax0_init)
+                        v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1_init)
+                        T.reads()
+                        T.writes(T_softmax_expsum_rf_local[vk_1, v_i0])
+                        T_softmax_expsum_rf_local[vk_1, v_i0] = T.float32(0.0)
+            for ax2, ax1 in T.grid(T.int64(4), T.int64(1)):
+                for ax0 in T.vectorized(T.int64(8)):
+                    with T.sblock("T_softmax_expsum_rf_update"):
+                        vk_1 = T.axis.spatial(T.int64(8), ax0)
+                        v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1)
+                        vk_0 = T.axis.reduce(T.int64(4), ax2)
+                        T.reads(T_softmax_expsum_rf_local[vk_1, v_i0], T_softmax_exp_local[v_i0, vk_0 * T.int64(8) + vk_1])
+                        T.writes(T_softmax_expsum_rf_local[vk_1, v_i0])
+                        T_softmax_expsum_rf_local[vk_1, v_i0] = T_softmax_expsum_rf_local[vk_1, v_i0] + T_softmax_exp_local[v_i0, vk_0 * T.int64(8) + vk_1]
+            for ax0, ax1 in T.grid(T.int64(8), T.int64(1)):
                 with T.sblock("T_softmax_expsum"):
-                    v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax0)
-                    v_k = T.axis.reduce(T.int64(32), ax1)
-                    T.reads(T_softmax_exp_local[v_i0, v_k])
+                    vk_1 = T.axis.reduce(T.int64(8), ax0)
+                    v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1)
+                    T.reads(T_softmax_expsum_rf_local[vk_1, v_i0])
                     T.writes(T_softmax_expsum_local[v_i0])
                     with T.init():
                         T_softmax_expsum_local[v_i0] = T.float32(0.0)
-                    T_softmax_expsum_local[v_i0] = T_softmax_expsum_local[v_i0] + T_softmax_exp_local[v_i0, v_k]
+                    T_softmax_expsum_local[v_i0] = T_softmax_expsum_local[v_i0] + T_softmax_expsum_rf_local[vk_1, v_i0]
             for i1_0 in range(T.int64(4)):
                 for i1_1 in T.vectorized(T.int64(8)):
                     with T.sblock("T_softmax_norm"):
@@ -264,7 +300,6 @@ def softmax(x: T.Buffer((T.int64(4), T.int64(32)), "float32"), T_softmax_norm: T
                         T.sblock_attr({"axis": 1})
                         T_softmax_norm[v_i0, v_i1] = T_softmax_exp_local[v_i0, v_i1] / T_softmax_expsum_local[v_i0]
 
-
 @T.prim_func(s_tir=True)
 def layer_norm(x: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32"), g: T.Buffer((T.int64(32),), "float32"), b: T.Buffer((T.int64(32),), "float32"), T_layer_norm: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32")):
     T.func_attr({"op_pattern": 4, "tirx.noalias": True})
@@ -272,18 +307,39 @@ def layer_norm(x: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32"), g:
     x_sum_local = T.sblock_alloc_buffer((T.int64(2), T.int64(4)), scope="local")
     x_mean_local = T.sblock_alloc_buffer((T.int64(2), T.int64(4)), scope="local")
     x_var_sum_local = T.sblock_alloc_buffer((T.int64(2), T.int64(4)), scope="local")
+    x_sum_rf_local = T.sblock_alloc_buffer((T.int64(8), T.int64(2), T.int64(4)), scope="local")
+    x_var_sum_rf_local = T.sblock_alloc_buffer((T.int64(8), T.int64(2), T.int64(4)), scope="local")
     for ax0_0_ax1_0_fused in T.parallel(T.int64(2)):
         for ax0_1, ax1_1 in T.grid(T.int64(1), T.int64(4)):
-            for ax0, ax1, ax2 in T.grid(T.int64(1), T.int64(1), T.int64(32)):
+            for ax1_init, ax2_init in T.grid(T.int64(1), T.int64(1)):
+                for ax0_init in T.vectorized(T.int64(8)):
+                    with T.sblock("x_sum_rf_init"):
+                        vk2_1 = T.axis.spatial(T.int64(8), ax0_init)
+                        v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1_init)
+                        v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2_init)
+                        T.reads()
+                        T.writes(x_sum_rf_local[vk2_1, v_ax0, v_ax1])
+                        x_sum_rf_local[vk2_1, v_ax0, v_ax1] = T.float32(0.0)
+            for ax3, ax1, ax2 in T.grid(T.int64(4), T.int64(1), T.int64(1)):
+                for ax0 in T.vectorized(T.int64(8)):
+                    with T.sblock("x_sum_rf_update"):
+                        vk2_1 = T.axis.spatial(T.int64(8), ax0)
+                        v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1)
+                        v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2)
+                        vk2_0 = T.axis.reduce(T.int64(4), ax3)
+                        T.reads(x_sum_rf_local[vk2_1, v_ax0, v_ax1], x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1])
+                        T.writes(x_sum_rf_local[vk2_1, v_ax0, v_ax1])
+                        x_sum_rf_local[vk2_1, v_ax0, v_ax1] = x_sum_rf_local[vk2_1, v_ax0, v_ax1] + x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1]
+            for ax0, ax1, ax2 in T.grid(T.int64(8), T.int64(1), T.int64(1)):
                 with T.sblock("x_sum"):
-                    v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax0)
-                    v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax1)
-                    v_k2 = T.axis.reduce(T.int64(32), ax2)
-                    T.reads(x[v_ax0, v_ax1, v_k2])
+                    vk2_1 = T.axis.reduce(T.int64(8), ax0)
+                    v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1)
+                    v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2)
+                    T.reads(x_sum_rf_local[vk2_1, v_ax0, v_ax1])
                     T.writes(x_sum_local[v_ax0, v_ax1])
                     with T.init():
                         x_sum_local[v_ax0, v_ax1] = T.float32(0.0)
-                    x_sum_local[v_ax0, v_ax1] = x_sum_local[v_ax0, v_ax1] + x[v_ax0, v_ax1, v_k2]
+                    x_sum_local[v_ax0, v_ax1] = x_sum_local[v_ax0, v_ax1] + x_sum_rf_local[vk2_1, v_ax0, v_ax1]
             for ax0, ax1 in T.grid(T.int64(1), T.int64(1)):
                 with T.sblock("x_mean"):
                     v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax0)
@@ -291,16 +347,35 @@ def layer_norm(x: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32"), g:
                     T.reads(x_sum_local[v_ax0, v_ax1])
                     T.writes(x_mean_local[v_ax0, v_ax1])
                     x_mean_local[v_ax0, v_ax1] = x_sum_local[v_ax0, v_ax1] / T.float32(32.0)
-            for ax0, ax1, ax2 in T.grid(T.int64(1), T.int64(1), T.int64(32)):
+            for ax1_init, ax2_init in T.grid(T.int64(1), T.int64(1)):
+                for ax0_init in T.vectorized(T.int64(8)):
+                    with T.sblock("x_var_sum_rf_init"):
+                        vk2_1 = T.axis.spatial(T.int64(8), ax0_init)
+                        v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1_init)
+                        v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2_init)
+                        T.reads()
+                        T.writes(x_var_sum_rf_local[vk2_1, v_ax0, v_ax1])
+                        x_var_sum_rf_local[vk2_1, v_ax0, v_ax1] = T.float32(0.0)
+            for ax3, ax1, ax2 in T.grid(T.int64(4), T.int64(1), T.int64(1)):
+                for ax0 in T.vectorized(T.int64(8)):
+                    with T.sblock("x_var_sum_rf_update"):
+                        vk2_1 = T.axis.spatial(T.int64(8), ax0)
+                        v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1)
+                        v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2)
+                        vk2_0 = T.axis.reduce(T.int64(4), ax3)
+                        T.reads(x_var_sum_rf_local[vk2_1, v_ax0, v_ax1], x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1], x_mean_local[v_ax0, v_ax1])
+                        T.writes(x_var_sum_rf_local[vk2_1, v_ax0, v_ax1])
+                        x_var_sum_rf_local[vk2_1, v_ax0, v_ax1] = x_var_sum_rf_local[vk2_1, v_ax0, v_ax1] + (x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1] - x_mean_local[v_ax0, v_ax1]) * (x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1] - x_mean_local[v_ax0, v_ax1])
+            for ax0, ax1, ax2 in T.grid(T.int64(8), T.int64(1), T.int64(1)):
                 with T.sblock("x_var_sum"):
-                    v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax0)
-                    v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax1)
-                    v_k2 = T.axis.reduce(T.int64(32), ax2)
-                    T.reads(x[v_ax0, v_ax1, v_k2], x_mean_local[v_ax0, v_ax1])
+                    vk2_1 = T.axis.reduce(T.int64(8), ax0)
+                    v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1)
+                    v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2)
+                    T.reads(x_var_sum_rf_local[vk2_1, v_ax0, v_ax1])
                     T.writes(x_var_sum_local[v_ax0, v_ax1])
                     with T.init():
                         x_var_sum_local[v_ax0, v_ax1] = T.float32(0.0)
-                    x_var_sum_local[v_ax0, v_ax1] = x_var_sum_local[v_ax0, v_ax1] + (x[v_ax0, v_ax1, v_k2] - x_mean_local[v_ax0, v_ax1]) * (x[v_ax0, v_ax1, v_k2] - x_mean_local[v_ax0, v_ax1])
+                    x_var_sum_local[v_ax0, v_ax1] = x_var_sum_local[v_ax0, v_ax1] + x_var_sum_rf_local[vk2_1, v_ax0, v_ax1]
             for ax2_0 in range(T.int64(4)):
                 for ax2_1 in T.vectorized(T.int64(8)):
                     with T.sblock("T_layer_norm"):
@@ -311,23 +386,42 @@ def layer_norm(x: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32"), g:
                         T.writes(T_layer_norm[v_ax0, v_ax1, v_ax2])
                         T_layer_norm[v_ax0, v_ax1, v_ax2] = (x[v_ax0, v_ax1, v_ax2] - x_mean_local[v_ax0, v_ax1]) * T.rsqrt(x_var_sum_local[v_ax0, v_ax1] / T.float32(32.0) + T.float32(1.0000000000000001e-05)) * g[v_ax2] + b[v_ax2]
 
-
 @T.prim_func(s_tir=True)
 def sum_divide(x: T.Buffer((T.int64(4), T.int64(32)), "float32"), T_divide: T.Buffer((T.int64(4), T.int64(32)), "float32")):
     T.func_attr({"tirx.noalias": True})
     # with T.sblock("root"):
     x_red_local = T.sblock_alloc_buffer((T.int64(4), T.int64(1)), scope="local")
+    x_red_rf_local = T.sblock_alloc_buffer((T.int64(8), T.int64(4), T.int64(1)), scope="local")
     for ax0_0 in T.parallel(T.int64(2)):
         for ax0_1 in range(T.int64(2)):
-            for ax0, ax1, ax2 in T.grid(T.int64(1), T.int64(1), T.int64(32)):
+            for ax1_init, ax2_init in T.grid(T.int64(1), T.int64(1)):
+                for ax0_init in T.vectorized(T.int64(8)):
+                    with T.sblock("x_red_rf_init"):
+                        vk1_1 = T.axis.spatial(T.int64(8), ax0_init)
+                        v_ax0 = T.axis.spatial(T.int64(4), ax0_0 * T.int64(2) + ax0_1 + ax1_init)
+                        v_ax1 = T.axis.spatial(T.int64(1), ax2_init)
+                        T.reads()
+                        T.writes(x_red_rf_local[vk1_1, v_ax0, v_ax1])
+                        x_red_rf_local[vk1_1, v_ax0, v_ax1] = T.float32(0.0)
+            for ax3, ax1, ax2 in T.grid(T.int64(4), T.int64(1), T.int64(1)):
+                for ax0 in T.vectorized(T.int64(8)):
+                    with T.sblock("x_red_rf_update"):
+                        vk1_1 = T.axis.spatial(T.int64(8), ax0)
+                        v_ax0 = T.axis.spatial(T.int64(4), ax0_0 * T.int64(2) + ax0_1 + ax1)
+                        v_ax1, vk1_0 = T.axis.remap("SR", [ax2, ax3])
+                        T.reads(x_red_rf_local[vk1_1, v_ax0, v_ax1], x[v_ax0, vk1_0 * T.int64(8) + vk1_1])
+                        T.writes(x_red_rf_local[vk1_1, v_ax0, v_ax1])
+                        x_red_rf_local[vk1_1, v_ax0, v_ax1] = x_red_rf_local[vk1_1, v_ax0, v_ax1] + x[v_ax0, vk1_0 * T.int64(8) + vk1_1]
+            for ax0, ax1, ax2 in T.grid(T.int64(8), T.int64(1), T.int64(1)):
                 with T.sblock("x_red"):
-                    v_ax0 = T.axis.spatial(T.int64(4), ax0_0 * T.int64(2) + ax0_1 + ax0)
-                    v_ax1, v_k1 = T.axis.remap("SR", [ax1, ax2])
-                    T.reads(x[v_ax0, v_k1])
+                    vk1_1 = T.axis.reduce(T.int64(8), ax0)
+                    v_ax0 = T.axis.spatial(T.int64(4), ax0_0 * T.int64(2) + ax0_1 + ax1)
+                    v_ax1 = T.axis.spatial(T.int64(1), ax2)
+                    T.reads(x_red_rf_local[vk1_1, v_ax0, v_ax1])
                     T.writes(x_red_local[v_ax0, v_ax1])
                     with T.init():
                         x_red_local[v_ax0, v_ax1] = T.float32(0.0)
-                    x_red_local[v_ax0, v_ax1] = x_red_local[v_ax0, v_ax1] + x[v_ax0, v_k1]
+                    x_red_local[v_ax0, v_ax1] = x_red_local[v_ax0, v_ax1] + x_red_rf_local[vk1_1, v_ax0, v_ax1]
             for ax1_0 in range(T.int64(4)):
                 for ax1_1 in T.vectorized(T.int64(8)):
                     with T.sblock("T_divide"):

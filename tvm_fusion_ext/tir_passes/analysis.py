@@ -360,6 +360,13 @@ def _same_regions(detected, declared) -> bool:
         any(tvm_ffi.structural_equal(d, r) for r in declared) for d in detected)
 
 
+def realize_of(sch: s_tir.Schedule, name: str) -> s_tir.SBlockRealize:
+    """The ``SBlockRealize`` of block ``name`` in the schedule's current function."""
+    found = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, [(s_tir.SBlockRealize, found.append)])
+    return next(r for r in found if r.block.name_hint == name)
+
+
 def try_primitive(primitive, *args, **kwargs) -> bool:
     """Apply one schedule primitive; a ScheduleError leaves the schedule as it was."""
     try:

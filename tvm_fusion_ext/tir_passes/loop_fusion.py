@@ -25,7 +25,9 @@ Fusion within Layers", Fig. 11), :class:`AnchorLoopFusion`
 When the anchor is element-wise and reads reduction results (softmax, layer norm, the
 reduction -> element-wise stitching of APOLLO section 4.2), only the *row* loops (the anchor loops
 that index every reduction-derived input) are tiled, and producers go to the innermost row loop:
-each row becomes one loop nest whose per-row intermediates are local scalars or row vectors.
+each row becomes one loop nest whose per-row intermediates are local scalars or row vectors. Its
+row reductions are first factored into per-lane partial results (``rfactor``), so the reduced axis
+is vectorised like the element-wise work around it (:func:`.vectorize.factor_reduction_lanes`).
 
 The rule declines (returns ``None``) on functions outside that shape, and on functions whose
 blocks declare other regions than they access (:func:`.analysis.regions_exact`: TE's concat), since
@@ -37,7 +39,6 @@ from __future__ import annotations
 import math
 
 import tvm
-import tvm_ffi
 from tvm import s_tir, sym, tirx
 
 from ..hardware import HardwareSpec
@@ -47,6 +48,7 @@ from .analysis import (
     analyze_blocks,
     choose_tile,
     pick_anchor,
+    realize_of,
     regions_exact,
     try_primitive,
     uses_any,
@@ -55,7 +57,7 @@ from .analysis import (
 from .plain_schedule import CHUNKS_PER_CORE
 from .register_tile import RegisterTile, plan_register_tile
 from .rule_base import SpecScheduleRule
-from .vectorize import vectorize_loop
+from .vectorize import factor_reduction_lanes, vectorize_loop, vectorize_partial
 
 # Block annotation that relax.transform.SplitLayoutRewritePreproc looks for
 # (src/relax/transform/split_layout_rewrite_preproc.cc), as MetaSchedule's RewriteLayout sets it.
@@ -111,6 +113,8 @@ class AnchorLoopFusion(SpecScheduleRule):
             tile_loop, consumer_attach = _tile_anchor(sch, anchor, plan)
             producer_attach = consumer_attach if not anchor.is_reduction else tile_loop
 
+        partials = _factor_row_reductions(sch, anchor, infos[: names.index(anchor_name)], lanes)
+        producers = [block for name in producers for block in (partials.get(name), name) if block]
         for name in reversed(producers):
             rv = sch.get_sblock(name)
             if not try_primitive(sch.compute_at, rv, producer_attach, preserve_unit_loops=True):
@@ -125,15 +129,34 @@ class AnchorLoopFusion(SpecScheduleRule):
         if spec.num_cores > 1 and _extent(sch, tile_loop) > 1:
             sch.parallel(tile_loop)
         for name in producers + consumers:
-            _vectorize_innermost(sch, sch.get_sblock(name), lanes)
             if spec.num_cores > 1 and not _inside(sch, sch.get_sblock(name), tile_loop):
                 _parallelize_own_nest(sch, name, spec.num_cores)
+            if name in partials.values():
+                vectorize_partial(sch, name)
+            else:
+                _vectorize_innermost(sch, sch.get_sblock(name), lanes)
         _localize_intermediates(sch, tile_loop)
         if register_tile is not None:
             _finish_contraction(sch, anchor_name, loops, lanes)
         else:
             _finish_anchor(sch, anchor_name, plan, lanes)
         return sch
+
+
+def _factor_row_reductions(sch: s_tir.Schedule, anchor: BlockInfo, producers: list[BlockInfo],
+                           lanes: int) -> dict[str, str]:
+    """Vector partial results for the row reductions an element-wise anchor is stitched to
+    (:func:`.vectorize.factor_reduction_lanes`), made while they still have loop nests of their
+    own; returns ``{reduction: its partial block}``."""
+    if anchor.is_contraction or anchor.is_reduction:
+        return {}
+    partials = {}
+    for info in producers:
+        if info.is_reduction:
+            partial = factor_reduction_lanes(sch, sch.get_sblock(info.name), lanes)
+            if partial is not None:
+                partials[info.name] = partial
+    return partials
 
 
 def _narrower_register_tile(anchor: BlockInfo, spec: HardwareSpec, lanes: int) -> RegisterTile | None:
@@ -457,7 +480,7 @@ def _reverse_compute_at_covering(sch: s_tir.Schedule, name: str, loop) -> bool:
 
 def _runs_domain_once(sch: s_tir.Schedule, name: str) -> bool:
     """Whether block ``name`` (no predicate) runs every point of its domain exactly once."""
-    realize = _realize_of(sch, name)
+    realize = realize_of(sch, name)
     if not (isinstance(realize.predicate, tirx.IntImm) and int(realize.predicate) == 1):
         return False
     loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock(name))]
@@ -481,7 +504,7 @@ def _vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
     loop = sch.get(loops[-1])
     if not isinstance(loop.extent, tirx.IntImm) or loop.kind != tirx.ForKind.SERIAL:
         return
-    realize = _realize_of(sch, sch.get(rv).name_hint)
+    realize = realize_of(sch, sch.get(rv).name_hint)
     block = realize.block
     for iv, value in zip(block.iter_vars, realize.iter_values):
         if iv.iter_type != 0 and uses_any(value, [loop.loop_var]):
@@ -494,7 +517,7 @@ def _parallelize_own_nest(sch: s_tir.Schedule, name: str, num_cores: int) -> Non
     anchor, a producer ``compute_at`` refused) keeps a loop nest of its own, which would run on
     one core: fuse its leading serial spatial loops until they give every core work
     (:data:`.plain_schedule.CHUNKS_PER_CORE`, as the plain schedule does) and parallelise them."""
-    realize = _realize_of(sch, name)
+    realize = realize_of(sch, name)
     reduce_values = [value for iv, value in zip(realize.block.iter_vars, realize.iter_values)
                      if iv.iter_type != 0]
     leading, work = [], 1
@@ -529,12 +552,6 @@ def _inside(sch: s_tir.Schedule, rv, loop) -> bool:
 
 def _intermediate_buffers(sch: s_tir.Schedule) -> list:
     return list(sch.get(sch.get_sblock("root")).alloc_buffers)
-
-
-def _realize_of(sch: s_tir.Schedule, name: str):
-    found = []
-    tvm_ffi.structural_walk(sch.mod["main"].body, [(s_tir.SBlockRealize, found.append)])
-    return next(r for r in found if r.block.name_hint == name)
 
 
 def _extent(sch: s_tir.Schedule, loop) -> int:
