@@ -12,6 +12,7 @@ import pytest
 import tvm
 from tir_cases import fused, fused_expected
 from tvm import relax, s_tir
+from tvm.script import tirx as T
 
 from tvm_fusion_ext.hardware import CPUSpec, HardwareSpec
 from tvm_fusion_ext.tir_passes import AnchorLoopFusion
@@ -224,3 +225,42 @@ def test_declines_nested_blocks():
     sch = s_tir.Schedule(fused.softmax)
     sch.blockize(sch.get_loops(sch.get_sblock("T_softmax_norm"))[1])
     assert AnchorLoopFusion(FAKE_SPEC).apply(sch.mod["main"], tvm.target.Target("llvm"), False) is None
+
+
+@T.prim_func(s_tir=True)
+def _scale_then_pool(x: T.Buffer((1, 8, 14, 14), "float32"), scaled: T.Buffer((1, 8, 14, 14), "float32"),
+                     pooled: T.Buffer((1, 8, 1, 1), "float32")):
+    """An activation kept as an output and its global sum pool (EfficientNet's squeeze-excite
+    input, as APOLLO's memory stitching groups them)."""
+    T.func_attr({"tirx.noalias": True})
+    for n, c, h, w in T.grid(1, 8, 14, 14):
+        with T.sblock("scale"):
+            vn, vc, vh, vw = T.axis.remap("SSSS", [n, c, h, w])
+            scaled[vn, vc, vh, vw] = x[vn, vc, vh, vw] * T.float32(0.5)
+    for n, c, h, w, kh, kw in T.grid(1, 8, 1, 1, 14, 14):
+        with T.sblock("pool"):
+            vn, vc, vh, vw, vkh, vkw = T.axis.remap("SSSSRR", [n, c, h, w, kh, kw])
+            with T.init():
+                pooled[vn, vc, vh, vw] = T.float32(0)
+            pooled[vn, vc, vh, vw] = pooled[vn, vc, vh, vw] + scaled[vn, vc, vkh, vkw]
+
+
+def test_global_pool_and_its_input_rows_are_vectorised():
+    """A reduction anchor over a whole feature map is factored into vector partials along its
+    fused pixels (196 = 49 vectors of 4 under FAKE_SPEC), and the activation before it
+    vectorises rows and columns together (14 columns alone hold no whole vector); both right."""
+    func = _scale_then_pool.with_attr("global_symbol", "main")
+    sch = AnchorLoopFusion(FAKE_SPEC).apply(func, tvm.target.Target("llvm"), False)
+    scheduled = sch.mod["main"]
+    partial = _loops_of(scheduled, "pool_rf_update")
+    assert partial and partial[-1].kind == tvm.tirx.ForKind.VECTORIZED
+    assert int(partial[-1].extent) % FAKE_SPEC.vector_lanes("float32") == 0
+    scale_loops = _loops_of(scheduled, "scale")
+    assert scale_loops[-1].kind == tvm.tirx.ForKind.VECTORIZED
+    assert "fused" in scale_loops[-2].loop_var.name or "fused" in scale_loops[-1].loop_var.name
+    lib = tvm.compile(tvm.IRModule({"main": scheduled}), target="llvm")
+    x = np.random.default_rng(1).normal(size=(1, 8, 14, 14)).astype("float32")
+    scaled, pooled = tvm.runtime.empty((1, 8, 14, 14), "float32"), tvm.runtime.empty((1, 8, 1, 1), "float32")
+    lib["main"](tvm.runtime.tensor(x), scaled, pooled)
+    np.testing.assert_allclose(scaled.numpy(), x * 0.5, rtol=1e-6)
+    np.testing.assert_allclose(pooled.numpy(), (x * 0.5).sum(axis=(2, 3), keepdims=True), rtol=1e-5, atol=1e-5)

@@ -47,6 +47,7 @@ from .analysis import (
     BlockInfo,
     analyze_blocks,
     choose_tile,
+    is_const_one,
     pick_anchor,
     realize_of,
     regions_exact,
@@ -57,7 +58,7 @@ from .analysis import (
 from .plain_schedule import CHUNKS_PER_CORE
 from .register_tile import RegisterTile, plan_register_tile
 from .rule_base import SpecScheduleRule
-from .vectorize import factor_reduction_lanes, vectorize_loop, vectorize_partial
+from .vectorize import factor_reduction_lanes, vectorize_loop, vectorize_partial, vectorize_row_reduction
 
 # Block annotation that relax.transform.SplitLayoutRewritePreproc looks for
 # (src/relax/transform/split_layout_rewrite_preproc.cc), as MetaSchedule's RewriteLayout sets it.
@@ -445,12 +446,15 @@ def _blocked(region, anchor: BlockInfo, plan: RegisterTile) -> tirx.IndexMap:
 
 
 def _finish_anchor(sch: s_tir.Schedule, anchor_name: str, plan: _Plan, lanes: int) -> None:
-    """Separate the reduction init and vectorise the vector loop."""
+    """Vectorise the vector loop and separate the reduction init; a row reduction without a
+    vector loop is vectorised along its reduced axis instead (:func:`.vectorize.vectorize_row_reduction`)."""
     rv = sch.get_sblock(anchor_name)
     if plan.vector_loop is not None:
         sch.vectorize(plan.vector_loop)
     elif plan.first_reduce_loop is None:
         _vectorize_innermost(sch, rv, lanes)  # with a scalar tail: no divisor fits the lanes
+    else:
+        vectorize_row_reduction(sch, rv, lanes)
     if plan.first_reduce_loop is not None and plan.vector_loop is not None:
         init = sch.decompose_reduction(rv, plan.first_reduce_loop)
         _vectorize_innermost(sch, init, lanes)
@@ -509,7 +513,45 @@ def _vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
     for iv, value in zip(block.iter_vars, realize.iter_values):
         if iv.iter_type != 0 and uses_any(value, [loop.loop_var]):
             return
-    vectorize_loop(sch, loops[-1], int(loop.extent), lanes)
+    extent = int(loop.extent)
+    width = vector_factor(extent, lanes)
+    if (width is None or width % lanes) and len(loops) > 1 and _rows_contiguous(sch, rv, loops[-2:]):
+        extent *= int(sch.get(loops[-2]).extent)  # 14 x 14 pixels: 12 vectors and a tail of 4
+        vectorize_loop(sch, sch.fuse(*loops[-2:]), extent, lanes)
+        return
+    vectorize_loop(sch, loops[-1], extent, lanes)
+
+
+def _rows_contiguous(sch: s_tir.Schedule, rv, pair) -> bool:
+    """Whether the two spatial loops ``pair`` walk every buffer the block touches contiguously:
+    each is bound to a block variable directly, and every access using them indexes them in its
+    last two dimensions, the last one whole (a feature map's rows and columns)."""
+    realize = realize_of(sch, sch.get(rv).name_hint)
+    outer, inner = (sch.get(loop) for loop in pair)
+    if outer.kind != tirx.ForKind.SERIAL or not isinstance(outer.extent, tirx.IntImm):
+        return False
+    bound = dict(zip((v.name for v in (outer.loop_var, inner.loop_var)), (None, None)))
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        for loop in (outer, inner):
+            if value.same_as(loop.loop_var):
+                if iv.iter_type != 0 or int(iv.dom.extent) != int(loop.extent):
+                    return False
+                bound[loop.loop_var.name] = iv.var
+    row, column = bound[outer.loop_var.name], bound[inner.loop_var.name]
+    if row is None or column is None:
+        return False
+    for access in [*realize.block.reads, *realize.block.writes]:
+        region = access.region
+        if not uses_any([dim.min for dim in region], [row, column]):
+            continue
+        if (len(region) < 2 or uses_any([dim.min for dim in region[:-2]], [row, column])
+                or not region[-2].min.same_as(row) or not region[-1].min.same_as(column)
+                or not is_const_one(region[-2].extent) or not is_const_one(region[-1].extent)):
+            return False
+        last = access.source.shape[-1]
+        if not isinstance(last, tirx.IntImm) or int(last) != int(inner.extent):
+            return False
+    return True
 
 
 def _parallelize_own_nest(sch: s_tir.Schedule, name: str, num_cores: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tvm import s_tir, tirx
 
-from .analysis import REDUCE, realize_of, try_primitive, uses_any, vector_factor
+from .analysis import REDUCE, is_const_one, realize_of, try_primitive, uses_any, vector_factor
 
 # Annotation read by TVM's LoopPartition (src/s_tir/transform/loop_partition.cc): the loop is
 # partitioned where its body's ``likely`` condition is constant, so the predicate of a split
@@ -41,44 +41,112 @@ def vectorize_loop(sch: s_tir.Schedule, loop, extent: int, lanes: int):
 def factor_reduction_lanes(sch: s_tir.Schedule, block, lanes: int) -> str | None:
     """Factor a row reduction into per-lane partial results; returns the partial block's name.
 
-    A block whose innermost loop is its only reduction loop, read contiguously (the reduced
-    index is the last one of every operand that uses it: softmax's max and sum, layer norm's
-    sums), reduces one scalar per row through a chain of dependent scalar operations. The loop
-    is split into vectors (:func:`.analysis.vector_factor`'s width, one or two vectors) and the
-    vector part factored out with ``rfactor`` (TVM ``src/s_tir/schedule/primitive/reduction.cc``):
-    the partial block keeps one result per lane and a short write-back block (the original name)
-    combines the lanes. ``rfactor`` needs the block in a loop nest of its own, so this runs
-    before blocks are moved; :func:`vectorize_partial` vectorises the partial block afterwards.
+    A block whose innermost loops are its reduction loops, read contiguously (the reduced
+    indices are the last ones of every operand that uses them: softmax's max and sum, layer
+    norm's sums, a global pool), reduces one scalar per row through a chain of dependent scalar
+    operations. The reduced loops are fused and split into vectors (:func:`.analysis.vector_factor`'s
+    width, one or two vectors) and the vector part factored out with ``rfactor`` (TVM
+    ``src/s_tir/schedule/primitive/reduction.cc``): the partial block keeps one result per lane
+    and a short write-back block (the original name) combines the lanes. ``rfactor`` needs the
+    block in a loop nest of its own, so this runs before blocks are moved;
+    :func:`vectorize_partial` vectorises the partial block afterwards.
 
-    Only extents with a lane-multiple divisor are factored: a predicated tail would be needed
-    otherwise, and ``compute_at`` regenerates the partial block's loops without the predicate.
-    Reductions TVM has no reducer for, or that read along another axis, are left as they are.
+    Only extents with a lane-multiple divisor are factored here: a predicated tail would be
+    needed otherwise, and ``compute_at`` regenerates the partial block's loops without the
+    predicate (:func:`vectorize_row_reduction` factors a block that stays where it is with a
+    tail). Reductions TVM has no reducer for, or that read along another axis, are left alone.
     """
-    loops = sch.get_loops(block)
-    if not loops:
-        return None
-    loop = sch.get(loops[-1])
-    if not isinstance(loop.extent, tirx.IntImm) or loop.kind != tirx.ForKind.SERIAL:
-        return None
-    extent = int(loop.extent)
-    realize = realize_of(sch, sch.get(block).name_hint)
-    reduced = [(iv.var, value) for iv, value in zip(realize.block.iter_vars, realize.iter_values)
-               if iv.iter_type == REDUCE]
-    if len(reduced) != 1 or not reduced[0][1].same_as(loop.loop_var) or extent < 2 * lanes:
-        return None
-    for read in realize.block.reads:
-        if any(uses_any(dim.min, [reduced[0][0]]) for dim in read.region[:-1]):
-            return None
-    width = vector_factor(extent, lanes)
-    if width is None or width % lanes:
+    loops = _contiguous_reduce_loops(sch, block)
+    extent = _extent_of(sch, loops)
+    width = vector_factor(extent, lanes) if loops else None
+    if width is None or width % lanes or extent < 2 * lanes:
         return None
     factors = [extent // width, width]
     trial = sch.copy()  # rfactor refuses reducers it does not know: try it on a copy first
-    _, lane = trial.split(trial.get_loops(trial.get_sblock(sch.get(block).name_hint))[-1], factors)
+    name = sch.get(block).name_hint
+    _, lane = trial.split(_fused(trial, _contiguous_reduce_loops(trial, trial.get_sblock(name))), factors)
     if not try_primitive(trial.rfactor, lane, factor_axis=0):
         return None
-    _, lane = sch.split(loops[-1], factors)
+    _, lane = sch.split(_fused(sch, loops), factors)
     return sch.get(sch.rfactor(lane, factor_axis=0)).name_hint
+
+
+def vectorize_row_reduction(sch: s_tir.Schedule, block, lanes: int) -> bool:
+    """:func:`factor_reduction_lanes` and :func:`vectorize_partial` for a reduction that keeps
+    its loops (the anchor of its function): the reduced extent needs no lane-multiple divisor,
+    as the last vector is predicated and peeled off by ``LoopPartition`` (:data:`PARTITION_HINT`).
+    Returns whether it applied; on failure the schedule is unchanged."""
+    loops = _contiguous_reduce_loops(sch, block)
+    extent = _extent_of(sch, loops)
+    if not loops or extent < 2 * lanes:
+        return False
+    width = vector_factor(extent, lanes)
+    factors = [extent // width, width] if width is not None and width % lanes == 0 else [None, lanes]
+    name = sch.get(block).name_hint
+    trial = sch.copy()
+    _, lane = trial.split(_fused(trial, _contiguous_reduce_loops(trial, trial.get_sblock(name))), factors)
+    if not try_primitive(_vectorize_factored, trial, lane):
+        return False
+    outer, lane = sch.split(_fused(sch, loops), factors)
+    if factors[0] is None:
+        sch.annotate(outer, PARTITION_HINT, 1)
+    _vectorize_factored(sch, lane)
+    return True
+
+
+def _vectorize_factored(sch: s_tir.Schedule, lane) -> None:
+    """rfactor ``lane`` (the innermost loop of a reduction), vectorise the partial block along
+    it and hoist the partial block's init out of the reduction loop."""
+    partial = sch.rfactor(lane, factor_axis=0)
+    *_, reduce, lane = sch.get_loops(partial)
+    sch.vectorize(lane)
+    init = sch.decompose_reduction(partial, reduce)
+    try_primitive(sch.vectorize, sch.get_loops(init)[-1])
+
+
+def _contiguous_reduce_loops(sch: s_tir.Schedule, block) -> list | None:
+    """The block's innermost loops when they are exactly its reduction loops, each bound to one
+    reduction variable, and every operand reading them indexes them, in order, in its last
+    dimensions with the loops' full extents (so the fused loop walks memory contiguously)."""
+    loops = sch.get_loops(block)
+    realize = realize_of(sch, sch.get(block).name_hint)
+    reduce_vars = [iv.var for iv in realize.block.iter_vars if iv.iter_type == REDUCE]
+    bound = [value for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+             if iv.iter_type == REDUCE]
+    count = len(reduce_vars)
+    if not count or len(loops) < count:
+        return None
+    inner = loops[-count:]
+    for rv, value in zip(inner, bound):
+        loop = sch.get(rv)
+        if (not loop.loop_var.same_as(value) or not isinstance(loop.extent, tirx.IntImm)
+                or loop.kind != tirx.ForKind.SERIAL):
+            return None
+    extents = [int(sch.get(rv).extent) for rv in inner]
+    for read in realize.block.reads:
+        if not any(uses_any(dim.min, reduce_vars) for dim in read.region):
+            continue
+        tail = read.region[-count:]
+        if len(read.region) < count or any(uses_any(dim.min, reduce_vars) for dim in read.region[:-count]):
+            return None
+        if not all(dim.min.same_as(var) and is_const_one(dim.extent) for dim, var in zip(tail, reduce_vars)):
+            return None
+        shape = read.source.shape[-count:]
+        if any(not isinstance(d, tirx.IntImm) or int(d) != e for d, e in zip(shape[1:], extents[1:])):
+            return None
+    return inner
+
+
+def _extent_of(sch: s_tir.Schedule, loops) -> int:
+    extent = 1
+    for rv in loops or []:
+        extent *= int(sch.get(rv).extent)
+    return extent
+
+
+def _fused(sch: s_tir.Schedule, loops):
+    return sch.fuse(*loops) if len(loops) > 1 else loops[0]
+
 
 def vectorize_partial(sch: s_tir.Schedule, name: str) -> bool:
     """Vectorise the lane loop of a partial block made by :func:`factor_reduction_lanes`
