@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from tvm import s_tir, tirx
 
 from .analysis import REDUCE, is_const_one, realize_of, try_primitive, uses_any, vector_factor
@@ -37,7 +39,6 @@ def vectorize_loop(sch: s_tir.Schedule, loop, extent: int, lanes: int):
     return lane
 
 
-
 def factor_reduction_lanes(sch: s_tir.Schedule, block, lanes: int) -> str | None:
     """Factor a row reduction into per-lane partial results; returns the partial block's name.
 
@@ -56,19 +57,11 @@ def factor_reduction_lanes(sch: s_tir.Schedule, block, lanes: int) -> str | None
     predicate (:func:`vectorize_row_reduction` factors a block that stays where it is with a
     tail). Reductions TVM has no reducer for, or that read along another axis, are left alone.
     """
-    loops = _contiguous_reduce_loops(sch, block)
-    extent = _extent_of(sch, loops)
-    width = vector_factor(extent, lanes) if loops else None
-    if width is None or width % lanes or extent < 2 * lanes:
-        return None
-    factors = [extent // width, width]
-    trial = sch.copy()  # rfactor refuses reducers it does not know: try it on a copy first
+    factors = _lane_factors(sch, block, lanes, tail=False)
     name = sch.get(block).name_hint
-    _, lane = trial.split(_fused(trial, _contiguous_reduce_loops(trial, trial.get_sblock(name))), factors)
-    if not try_primitive(trial.rfactor, lane, factor_axis=0):
-        return None
-    _, lane = sch.split(_fused(sch, loops), factors)
-    return sch.get(sch.rfactor(lane, factor_axis=0)).name_hint
+    if factors is None or not try_primitive(_rfactor_lanes, sch.copy(), name, factors):
+        return None  # rfactor refuses reducers it does not know: tried on a copy first
+    return sch.get(_rfactor_lanes(sch, name, factors)).name_hint
 
 
 def vectorize_row_reduction(sch: s_tir.Schedule, block, lanes: int) -> bool:
@@ -76,29 +69,64 @@ def vectorize_row_reduction(sch: s_tir.Schedule, block, lanes: int) -> bool:
     its loops (the anchor of its function): the reduced extent needs no lane-multiple divisor,
     as the last vector is predicated and peeled off by ``LoopPartition`` (:data:`PARTITION_HINT`).
     Returns whether it applied; on failure the schedule is unchanged."""
-    loops = _contiguous_reduce_loops(sch, block)
-    extent = _extent_of(sch, loops)
-    if not loops or extent < 2 * lanes:
-        return False
-    width = vector_factor(extent, lanes)
-    factors = [extent // width, width] if width is not None and width % lanes == 0 else [None, lanes]
+    factors = _lane_factors(sch, block, lanes, tail=True)
     name = sch.get(block).name_hint
-    trial = sch.copy()
-    _, lane = trial.split(_fused(trial, _contiguous_reduce_loops(trial, trial.get_sblock(name))), factors)
-    if not try_primitive(_vectorize_factored, trial, lane):
+    if factors is None or not try_primitive(_vectorize_factored, sch.copy(), name, factors):
         return False
-    outer, lane = sch.split(_fused(sch, loops), factors)
-    if factors[0] is None:
-        sch.annotate(outer, PARTITION_HINT, 1)
-    _vectorize_factored(sch, lane)
+    _vectorize_factored(sch, name, factors)
     return True
 
 
-def _vectorize_factored(sch: s_tir.Schedule, lane) -> None:
-    """rfactor ``lane`` (the innermost loop of a reduction), vectorise the partial block along
-    it and hoist the partial block's init out of the reduction loop."""
-    partial = sch.rfactor(lane, factor_axis=0)
+def vectorize_partial(sch: s_tir.Schedule, name: str) -> bool:
+    """Vectorise the lane loop of a partial block made by :func:`factor_reduction_lanes`
+    (its first block variable), moving it inside the reduction loop, and hoist its init."""
+    block = sch.get_sblock(name)
+    realize = realize_of(sch, name)
+    loops = sch.get_loops(block)
+    lane_var = realize.iter_values[0]
+    reduce_value = next(value for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+                        if iv.iter_type == REDUCE)
+    lane = next((rv for rv in loops if sch.get(rv).loop_var.same_as(lane_var)), None)
+    reduce = next((rv for rv in loops if sch.get(rv).loop_var.same_as(reduce_value)), None)
+    if lane is None or reduce is None or not try_primitive(sch.reorder, reduce, lane):
+        return False
+    return try_primitive(_vectorize_lanes, sch, block, reduce, lane)
+
+
+def _lane_factors(sch: s_tir.Schedule, block, lanes: int, tail: bool) -> list | None:
+    """``[vectors, width]`` splitting the block's fused reduced loops into whole vectors (one or
+    two, :func:`.analysis.vector_factor`), else ``[None, lanes]`` with a predicated tail when
+    ``tail``; ``None`` when the block is no contiguous row reduction of at least two vectors."""
+    loops = _contiguous_reduce_loops(sch, block)
+    if not loops:
+        return None
+    extent = math.prod(int(sch.get(rv).extent) for rv in loops)
+    if extent < 2 * lanes:
+        return None
+    width = vector_factor(extent, lanes)
+    if width is not None and width % lanes == 0:
+        return [extent // width, width]
+    return [None, lanes] if tail else None
+
+
+def _rfactor_lanes(sch: s_tir.Schedule, name: str, factors: list):
+    """Fuse block ``name``'s reduced loops, split them by ``factors`` and rfactor the lane loop;
+    returns the partial block."""
+    loops = _contiguous_reduce_loops(sch, sch.get_sblock(name))
+    outer, lane = sch.split(sch.fuse(*loops) if len(loops) > 1 else loops[0], factors)
+    if factors[0] is None:
+        sch.annotate(outer, PARTITION_HINT, 1)
+    return sch.rfactor(lane, factor_axis=0)
+
+
+def _vectorize_factored(sch: s_tir.Schedule, name: str, factors: list) -> None:
+    partial = _rfactor_lanes(sch, name, factors)
     *_, reduce, lane = sch.get_loops(partial)
+    _vectorize_lanes(sch, partial, reduce, lane)
+
+
+def _vectorize_lanes(sch: s_tir.Schedule, partial, reduce, lane) -> None:
+    """Vectorise a partial block along ``lane`` and hoist its init out of ``reduce``."""
     sch.vectorize(lane)
     init = sch.decompose_reduction(partial, reduce)
     try_primitive(sch.vectorize, sch.get_loops(init)[-1])
@@ -135,36 +163,3 @@ def _contiguous_reduce_loops(sch: s_tir.Schedule, block) -> list | None:
         if any(not isinstance(d, tirx.IntImm) or int(d) != e for d, e in zip(shape[1:], extents[1:])):
             return None
     return inner
-
-
-def _extent_of(sch: s_tir.Schedule, loops) -> int:
-    extent = 1
-    for rv in loops or []:
-        extent *= int(sch.get(rv).extent)
-    return extent
-
-
-def _fused(sch: s_tir.Schedule, loops):
-    return sch.fuse(*loops) if len(loops) > 1 else loops[0]
-
-
-def vectorize_partial(sch: s_tir.Schedule, name: str) -> bool:
-    """Vectorise the lane loop of a partial block made by :func:`factor_reduction_lanes`
-    (its first block variable), moving it inside the reduction loop, and hoist its init."""
-    block = sch.get_sblock(name)
-    realize = realize_of(sch, name)
-    loops = sch.get_loops(block)
-    lane_var = realize.iter_values[0]
-    reduce_value = next(value for iv, value in zip(realize.block.iter_vars, realize.iter_values)
-                        if iv.iter_type == REDUCE)
-    lane = next((rv for rv in loops if sch.get(rv).loop_var.same_as(lane_var)), None)
-    reduce = next((rv for rv in loops if sch.get(rv).loop_var.same_as(reduce_value)), None)
-    if lane is None or reduce is None:
-        return False
-    if not try_primitive(sch.reorder, reduce, lane):
-        return False
-    if not try_primitive(sch.vectorize, lane):
-        return False
-    init = sch.decompose_reduction(block, reduce)
-    try_primitive(sch.vectorize, sch.get_loops(init)[-1])
-    return True
