@@ -42,7 +42,7 @@ from tvm_fusion_ext.driver.evaluation import (
     machine_description,
     parse_target,
 )
-from tvm_fusion_ext.driver.kernel_times import BUILTINS, called_kernels, contraction_flops, kernel_times
+from tvm_fusion_ext.driver.kernel_times import BUILTINS, called_kernels, contractions, kernel_times
 from tvm_fusion_ext.hardware import spec_for_target
 from tvm_fusion_ext.pipelines import PHASE_PREFIX
 
@@ -116,20 +116,26 @@ def kernel_split(workload, fusion: str, target) -> dict:
 
     with instrumented(_Capture()):
         executable = build(workload.mod, fusion, target, "untuned")
-    fused_flops = contraction_flops(captured[fused_phase])
+    fused_contractions = contractions(captured[fused_phase])
     flops = {}
     for scheduled, fused in zip(called_kernels(captured[scheduled_phase]), called_kernels(captured[fused_phase])):
-        if fused in fused_flops:
-            flops[scheduled] = fused_flops[fused]
+        if fused in fused_contractions:
+            flops[scheduled] = fused_contractions[fused]
     vm = relax.VirtualMachine(executable, tvm.cpu())
     times = kernel_times(vm, [tvm.runtime.tensor(x) for x in workload.inputs], tvm.cpu(), runs=10)
-    split = {"contraction_ms": 0.0, "other_ms": 0.0, "builtins_ms": 0.0, "contraction_gflop": 0.0}
+    split = {"contraction_ms": 0.0, "other_ms": 0.0, "builtins_ms": 0.0, "contraction_gflop": 0.0,
+             "classes": {}}
     for entry in times:
         if entry.name == BUILTINS:
             split["builtins_ms"] += entry.ms_per_run
         elif entry.name in flops:
+            work, kind = flops[entry.name]
+            gflop = work * entry.calls_per_run / 1e9
             split["contraction_ms"] += entry.ms_per_run
-            split["contraction_gflop"] += flops[entry.name] * entry.calls_per_run / 1e9
+            split["contraction_gflop"] += gflop
+            per_class = split["classes"].setdefault(kind, {"ms": 0.0, "gflop": 0.0})
+            per_class["ms"] += entry.ms_per_run
+            per_class["gflop"] += gflop
         else:
             split["other_ms"] += entry.ms_per_run
     split["contraction_gflops"] = split["contraction_gflop"] / (split["contraction_ms"] / 1e3 or 1)
@@ -161,6 +167,12 @@ def markdown(results: list[dict], peak: float, command: str, machine: str, commi
                   + f". Its kernels (profiled, {total:.2f} ms): contractions {split['contraction_ms']:.2f} ms "
                   f"at {split['contraction_gflops']:.0f} GFLOP/s ({split['contraction_gflops'] / peak:.0%} of "
                   f"peak), other kernels {split['other_ms']:.2f} ms, VM builtins {split['builtins_ms']:.2f} ms.", ""]
+        if split.get("classes"):
+            lines += ["| contraction class | ms | GFLOP/s | of peak |", "|---|---:|---:|---:|"]
+            for kind, c in sorted(split["classes"].items(), key=lambda item: -item[1]["ms"]):
+                rate = c["gflop"] / (c["ms"] / 1e3 or 1)
+                lines.append(f"| {kind} | {c['ms']:.2f} | {rate:.0f} | {rate / peak:.0%} |")
+            lines.append("")
     lines.append(SECTION_END)
     return "\n".join(lines)
 
@@ -199,7 +211,10 @@ def main(argv=None) -> int:
             print(f"\n{label}: failed: {str(err).splitlines()[0] if str(err) else type(err).__name__}", flush=True)
             continue
         print(f"\n{label} ({time.time() - start:.0f} s)\n{report.table()}", flush=True)
-        print(f"best {best['fusion']}: {json.dumps({k: round(v, 3) for k, v in split.items()})}", flush=True)
+        totals = {k: round(v, 3) for k, v in split.items() if k != "classes"}
+        classes = {k: {"ms": round(c["ms"], 3), "gflops": round(c["gflop"] / (c["ms"] / 1e3 or 1))}
+                   for k, c in split["classes"].items()}
+        print(f"best {best['fusion']}: {json.dumps(totals)}; by class {json.dumps(classes)}", flush=True)
         results.append({"label": label, "rows": rows, "split": split})
     command = "python scripts/bench_cpu.py " + " ".join(sys.argv[1:] if argv is None else argv)
     machine = machine_description(threads)

@@ -62,16 +62,33 @@ def called_kernels(mod: tvm.IRModule, func: str = "main") -> list[str]:
     return names
 
 
-def contraction_flops(mod: tvm.IRModule) -> dict[str, int]:
-    """Floating-point operations (2 per multiply-add) of the contractions (conv, matmul) in every
-    PrimFunc of ``mod`` (before scheduling), by function name; functions without a contraction
-    are left out."""
-    flops = {}
+def contractions(mod: tvm.IRModule) -> dict[str, tuple[int, str]]:
+    """``(flops, class)`` of every PrimFunc of ``mod`` (before scheduling) with a contraction, by
+    function name: the floating-point operations of its contractions and the class of the
+    largest one (:func:`contraction_class`)."""
+    found = {}
     for gvar, func in mod.functions_items():
         if not isinstance(func, tirx.PrimFunc):
             continue
         analyzed = analyze_blocks(s_tir.Schedule(func), skip_loopless=True) or []
-        work = sum(2 * math.prod(info.extents) for _, info in analyzed if info.is_contraction)
-        if work:
-            flops[gvar.name_hint] = work
-    return flops
+        blocks = [info for _, info in analyzed if info.is_contraction]
+        if blocks:
+            largest = max(blocks, key=lambda info: math.prod(info.extents))
+            found[gvar.name_hint] = (sum(2 * math.prod(info.extents) for info in blocks),
+                                     contraction_class(largest))
+    return found
+
+
+def contraction_class(info) -> str:
+    """``"matmul"``, ``"depthwise conv"``, ``"1x1 conv"`` or ``"KxK conv"`` (K x K window) of a
+    contraction block: a conv's reductions are (input channels per group, window rows, window
+    columns), a depthwise conv's first one is 1."""
+    if "conv" not in info.name:
+        return "matmul"
+    reduced = [info.extents[pos] for pos in info.reduce_positions]
+    window = reduced[1:] if len(reduced) == 3 else reduced[-2:]
+    if len(reduced) == 3 and reduced[0] == 1:
+        return "depthwise conv"
+    if math.prod(window) == 1:
+        return "1x1 conv"
+    return "x".join(str(k) for k in window) + " conv"
