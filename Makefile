@@ -20,7 +20,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n 2 tests
 
 demo: $(STAMP)
-	$(VENV)/bin/tvm-fusion compare --model resnet_stage --fusion all,torch,onnxruntime --policy untuned
+	$(VENV)/bin/tvm-fusion demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tvm_fusion_ext tests scripts

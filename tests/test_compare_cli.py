@@ -149,3 +149,22 @@ def test_plot_draws_one_bar_per_row_scaled_by_latency(tmp_path):
 def test_plot_into_a_missing_directory_fails_before_compiling(tmp_path, capsys):
     assert main(["compare", "--model", "apollo_fig3", "--plot", str(tmp_path / "no" / "c.svg")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_demo_times_draws_and_simulates_every_strategy(tmp_path, capsys):
+    """``make demo``'s command on a small softmax chain: the CPU table with the reference rows,
+    the DSA table with simulated cycles per strategy, and the two drawings where it says."""
+    out_dir = tmp_path / "demo"
+    assert main(["demo", "--model-arg", "heads=2", "--model-arg", "seq=32", "--rounds", "1",
+                 "--out-dir", str(out_dir)]) == 0
+    printed = capsys.readouterr().out
+    cpu, dsa = printed.split("[2/3]")[0], printed.split("[2/3]")[1].split("[3/3]")[0]
+    for row in ("none", "stock", "dominator-both", "apollo", "neoflow", "graphturbo", "torch", "onnxruntime"):
+        assert f"\n{row} " in cpu
+    dsa_rows = [line.split() for line in dsa.splitlines() if line.split() and line.split()[0] in
+                ("none", "stock", "dominator-both", "apollo", "neoflow", "graphturbo")]
+    assert len(dsa_rows) == 6 and all(int(cells[2]) > 0 for cells in dsa_rows)
+    assert next(cells for cells in dsa_rows if cells[0] == "stock")[-1] == "1.00x"
+    best = printed.split("fastest strategy: ")[1].split(",")[0]
+    assert (out_dir / "latency.svg").exists() and (out_dir / f"{best}.svg").exists()
+    assert f"wrote {out_dir / (best + '.svg')}" in printed
