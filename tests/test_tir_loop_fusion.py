@@ -217,14 +217,53 @@ def test_stitched_rows_take_their_copy_and_unit_axes_along():
 def test_declines_blocks_declaring_other_regions_than_they_access():
     """TE's concat reads three segments of the conv but declares one; moving it into the conv tile
     would compute one segment per tile (fuzzing regression conv_concat_epilogue_tile)."""
-    assert AnchorLoopFusion(FAKE_SPEC).apply(fused.conv2d_concat, tvm.target.Target("llvm"), False) is None
-    assert AnchorLoopFusion(FAKE_SPEC).apply(fused.conv2d_bias_relu, tvm.target.Target("llvm"), False) is not None
+    rule = AnchorLoopFusion(FAKE_SPEC)
+    assert rule.apply(fused.conv2d_concat, tvm.target.Target("llvm"), False) is None
+    assert "declares other regions" in rule.reason
+    assert rule.apply(fused.conv2d_bias_relu, tvm.target.Target("llvm"), False) is not None
+    assert rule.reason is None and rule.notes == []
 
 
 def test_declines_nested_blocks():
     sch = s_tir.Schedule(fused.softmax)
     sch.blockize(sch.get_loops(sch.get_sblock("T_softmax_norm"))[1])
-    assert AnchorLoopFusion(FAKE_SPEC).apply(sch.mod["main"], tvm.target.Target("llvm"), False) is None
+    rule = AnchorLoopFusion(FAKE_SPEC)
+    assert rule.apply(sch.mod["main"], tvm.target.Target("llvm"), False) is None
+    assert "nested" in rule.reason
+
+
+@T.prim_func(s_tir=True)
+def _two_matmuls(a: T.Buffer((16, 32), "float32"), w1: T.Buffer((32, 32), "float32"),
+                 w2: T.Buffer((32, 8), "float32"), out: T.Buffer((16, 8), "float32")):
+    """Two chained contractions in one kernel (an MLP without its activation)."""
+    T.func_attr({"tirx.noalias": True})
+    hidden = T.sblock_alloc_buffer((16, 32), "float32")
+    for i, j, k in T.grid(16, 32, 32):
+        with T.sblock("up"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                hidden[vi, vj] = T.float32(0)
+            hidden[vi, vj] = hidden[vi, vj] + a[vi, vk] * w1[vk, vj]
+    for i, j, k in T.grid(16, 8, 32):
+        with T.sblock("down"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                out[vi, vj] = T.float32(0)
+            out[vi, vj] = out[vi, vj] + hidden[vi, vk] * w2[vk, vj]
+
+
+def test_a_second_contraction_is_noted_as_a_plain_loop_nest():
+    """A group of two chained matmuls gets one register tile; the schedule says which contraction
+    it left as a plain loop nest (a note the profitability check can read), and stays right."""
+    rule = AnchorLoopFusion(FAKE_SPEC)
+    sch = rule.apply(_two_matmuls.with_attr("global_symbol", "main"), tvm.target.Target("llvm"), False)
+    assert sch is not None and rule.reason is None
+    assert len(rule.notes) == 1 and "plain loop nest" in rule.notes[0]
+    lib = tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target="llvm")
+    a, w1, w2 = (np.random.default_rng(2).normal(size=s).astype("float32") for s in ((16, 32), (32, 32), (32, 8)))
+    out = tvm.runtime.empty((16, 8), "float32")
+    lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(w1), tvm.runtime.tensor(w2), out)
+    np.testing.assert_allclose(out.numpy(), a @ w1 @ w2, rtol=1e-4, atol=1e-4)
 
 
 @T.prim_func(s_tir=True)

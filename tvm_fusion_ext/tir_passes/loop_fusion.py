@@ -78,14 +78,15 @@ class AnchorLoopFusion(SpecScheduleRule):
 
     def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
         if not regions_exact(sch):
-            return None
+            return self.decline("a block declares other regions than it accesses (TE's concat): "
+                                "moving it would trust the declaration")
         infos = [info for _, info in analyzed]
         anchor_name = infos[pick_anchor(infos)].name
         _inline_injective(sch, infos, anchor_name)
 
         analyzed = analyze_blocks(sch)
         if not analyzed:
-            return None
+            return self.decline("after inlining, a block is left that the rule cannot analyse")
         infos = [info for _, info in analyzed]
         names = [info.name for info in infos]
         anchor = infos[names.index(anchor_name)]
@@ -110,7 +111,8 @@ class AnchorLoopFusion(SpecScheduleRule):
         else:
             plan = _plan_tiles(anchor, infos[: names.index(anchor_name)], spec, lanes)
             if plan is None:
-                return None
+                return self.decline(f"the anchor {anchor_name} has no loop to tile (no rows shared "
+                                    "with the reductions it reads)")
             tile_loop, consumer_attach = _tile_anchor(sch, anchor, plan)
             producer_attach = consumer_attach if not anchor.is_reduction else tile_loop
 
@@ -137,6 +139,9 @@ class AnchorLoopFusion(SpecScheduleRule):
             else:
                 _vectorize_innermost(sch, sch.get_sblock(name), lanes)
         _localize_intermediates(sch, tile_loop)
+        self.notes = [f"{info.name}: a contraction besides the anchor {anchor_name}, kept as a plain loop nest "
+                      "(one register tile per kernel)" for info in infos if info.is_contraction
+                      and info.name != anchor_name]
         if register_tile is not None:
             _finish_contraction(sch, anchor_name, loops, lanes)
         else:

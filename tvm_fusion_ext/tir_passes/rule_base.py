@@ -17,21 +17,34 @@ class SpecScheduleRule(dl.ScheduleRule):
     otherwise it hands the schedule, the analysed blocks and the spec to :meth:`schedule`, which
     returns the schedule or None to decline. A rule that sets ``skip_loopless`` is given the other
     blocks when some have no loops (see :func:`.analysis.analyze_blocks`) instead of declining.
+
+    After ``apply``, ``reason`` says why the rule declined (``None`` when it scheduled), and
+    ``notes`` what a schedule it made leaves undone (a block kept as a plain loop nest): what the
+    profitability check of :mod:`tvm_fusion_ext.cost` and ``explain`` can read instead of a
+    silently slow kernel.
     """
 
     skip_loopless = False
 
     def __init__(self, spec: HardwareSpec | None = None):
         self.spec = spec
+        self.reason: str | None = None
+        self.notes: list[str] = []
 
     def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, tunable: bool):
+        self.reason, self.notes = None, []
         if not isinstance(func, tirx.PrimFunc):
-            return None
+            return self.decline("not a PrimFunc")
         sch = s_tir.Schedule(func)
         analyzed = analyze_blocks(sch, skip_loopless=self.skip_loopless)
         if not analyzed:
-            return None
+            return self.decline("a block is nested, predicated, writes several buffers or binds its "
+                                "loops other than one loop per block variable")
         return self.schedule(sch, analyzed, self.spec or spec_for_target(target))
+
+    def decline(self, reason: str) -> None:
+        """Record why the rule declines the function at hand; ``return self.decline(...)``."""
+        self.reason = reason
 
     def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
         """Schedule the analysed blocks for ``spec``; every concrete rule overrides this."""
