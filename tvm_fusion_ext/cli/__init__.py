@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import compare, compile, explain, export, run, tune
+from . import calibrate, compare, compile, explain, export, run, tune
 
-SUBCOMMANDS = (compare, export, compile, run, tune, explain)
+SUBCOMMANDS = (compare, export, compile, run, tune, explain, calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:

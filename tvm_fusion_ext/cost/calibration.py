@@ -78,6 +78,15 @@ def load_or_calibrate(refresh: bool = False) -> Rates:
     return rates
 
 
+def save_rates(rates: Rates) -> None:
+    """Make ``rates`` this host's calibration (in the cache file and this process)."""
+    path = cache_path()
+    entries = _read(path)
+    entries[host_key()] = rates.to_json()
+    _write(path, entries)
+    _LOADED[host_key()] = rates
+
+
 def forget_loaded() -> None:
     """Drop the rates this process has loaded (the next :func:`load_or_calibrate` reads the file)."""
     _LOADED.clear()
