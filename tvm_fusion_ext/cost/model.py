@@ -13,14 +13,20 @@ fusion decisions of APOLLO (upward feedback, sections 2 and 5), NeoFlow (Eq. (4)
 
 A kernel is scheduled with :func:`~tvm_fusion_ext.tir_passes.default_schedule.untuned_schedule`;
 when every rule declines, the kernel is predicted as it stands (serial scalar loop nests, every
-intermediate in memory), which is how it would run. Predictions are cached in memory by the
-structural hash of the unscheduled kernel (``tvm_ffi.structural_hash``): a model's repeated layers,
-and a second compile in the same process, cost one dictionary look-up.
+intermediate in memory), which is how it would run. Predictions are cached by the structural hash
+of the unscheduled kernel (``tvm_ffi.structural_hash``), in memory and in a JSON-lines file of the
+cache directory: a model's repeated layers, and a second compile (in this process or a new one),
+cost one dictionary look-up.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
+import warnings
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import tvm
 import tvm_ffi
@@ -84,16 +90,73 @@ def scheduled(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc:
 
 
 class KernelCostModel:
-    """Predicted seconds per kernel for ``target`` under ``rates`` (module docstring); results
-    are cached in ``self.cache`` by the structural hash of the unscheduled kernel."""
+    """Predicted seconds per kernel for ``target`` under ``rates`` (module docstring).
 
-    def __init__(self, target: tvm.target.Target, rates: Rates):
+    Predictions are remembered under string keys (:meth:`remembered`): a kernel by the structural
+    hash of its unscheduled PrimFunc, and whatever key a caller gives (:mod:`.profitability` keys
+    a candidate group by its structure, so that it need not even be fused again). With a
+    ``store`` path they are also appended to that JSON-lines file and read back by the next model
+    of the same host, target and rates, so a second compile in a new process predicts nothing again.
+    """
+
+    def __init__(self, target: tvm.target.Target, rates: Rates, store: Path | None = None):
         self.target = target
         self.rates = rates
-        self.cache: dict[int, float] = {}
+        self.store = store
+        self.cache: dict[str, float] = _read_store(store) if store is not None else {}
 
     def seconds(self, func: tirx.PrimFunc) -> float:
-        key = tvm_ffi.structural_hash(func)
+        """Predicted seconds of one call of ``func`` as the default schedule makes it."""
+        return self.remembered(f"kernel:{tvm_ffi.structural_hash(func)}", lambda: predict_nests(
+            kernel_features(scheduled(func, self.target)), self.rates))
+
+    def remembered(self, key: str, predict) -> float:
+        """The prediction remembered under ``key``, else ``predict()`` (remembered from now on)."""
         if key not in self.cache:
-            self.cache[key] = predict_nests(kernel_features(scheduled(func, self.target)), self.rates)
+            self.cache[key] = predict()
+            if self.store is not None:
+                _append_store(self.store, key, self.cache[key])
         return self.cache[key]
+
+
+def store_name(target: tvm.target.Target, rates: Rates, host: str) -> str:
+    """File name of the predictions of one host, target and set of rates."""
+    digest = hashlib.sha256(json.dumps([host, str(target), rates.to_json()], sort_keys=True)
+                            .encode()).hexdigest()[:20]
+    return f"predictions-{digest}.jsonl"
+
+
+def _read_store(path: Path) -> dict[str, float]:
+    """Predictions of a JSON-lines store (``{"key": str, "seconds": number or null}`` per line,
+    null for a group that makes no kernel); unreadable lines give one warning and are skipped."""
+    cache: dict[str, float] = {}
+    if not path.exists():
+        return cache
+    bad = 0
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as err:
+        warnings.warn(f"{path}: cost-model predictions not read ({err})", stacklevel=3)
+        return cache
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            seconds = entry["seconds"]
+            if not isinstance(entry["key"], str) or not (seconds is None or isinstance(seconds, float)):
+                raise ValueError("not {key: str, seconds: float | null}")
+            cache[entry["key"]] = math.inf if seconds is None else seconds
+        except (ValueError, KeyError, TypeError):
+            bad += 1
+    if bad:
+        warnings.warn(f"{path}: {bad} corrupt cost-model prediction line(s) ignored", stacklevel=3)
+    return cache
+
+
+def _append_store(path: Path, key: str, seconds: float) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as out:
+            out.write(json.dumps({"key": key, "seconds": None if math.isinf(seconds) else seconds})
+                      + "\n")
+    except OSError:  # a read-only cache directory: predictions stay in memory
+        pass

@@ -6,8 +6,8 @@ NeoFlow's Eq. (4); GraphTurbo's Algorithm 2 rules; backward dominator fusion), s
 that the kernel a group becomes may schedule worse than its parts: two contractions in one kernel
 leave one of them without a register tile, a whole recurrent cell in one kernel keeps every
 intermediate in memory and loses the per-op tiling. :class:`ProfitabilityCheck` makes the kernel
-of a candidate group exactly as the pipeline will (:func:`group_module`, the shared
-``MaterializePartition``, ``FuseTIR``, ``StmtSimplify``), predicts its time under the default
+of a candidate group as the pipeline will (:func:`fused_kernel`: the group's bindings as one
+``Primitive`` function, ``FuseTIR``, ``StmtSimplify``), predicts its time under the default
 schedule with :class:`~.model.KernelCostModel`, and compares it with the sum of the predicted times
 of the groups it would replace.
 
@@ -17,19 +17,21 @@ host's CPU, and the DSA has its own judge (its simulator), GPUs their own schedu
 
 from __future__ import annotations
 
+import hashlib
 import math
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import tvm
+import tvm_ffi
 from tvm import relax, s_tir, tirx
 
 from ..analysis.graph import DataflowGraph, NodeKind
-from ..ir_utils import VarRemapper
-from ..relax_passes.materialize_partition import MaterializePartition
+from ..hardware.device_costs import cache_dir, host_key
+from ..ir_utils import PRIMITIVE_ATTR, VarRemapper
 from .calibration import load_or_calibrate
-from .model import KernelCostModel, Rates
+from .model import KernelCostModel, Rates, store_name
 
 # A fused kernel is refused only when predicted more than this fraction slower than its parts:
 # within it the prediction cannot tell them apart, and the paper's decision stands.
@@ -39,10 +41,12 @@ SLOWER_MARGIN = 0.05
 _MODELS: dict[tuple[str, Rates], KernelCostModel] = {}
 
 
-def group_module(graph: DataflowGraph, group: Iterable[int]) -> tvm.IRModule:
+def group_module(graph: DataflowGraph, group: Iterable[int], lift_constants: bool = False
+                 ) -> tvm.IRModule:
     """A module whose ``main`` runs exactly the bindings of ``group`` (inputs become parameters),
     with the PrimFuncs they call: what the downstream compiler is asked to compile for one group
-    (APOLLO's upward feedback) and what :class:`ProfitabilityCheck` fuses."""
+    (APOLLO's upward feedback). With ``lift_constants`` the tensor constants the bindings read
+    become parameters too, as ``MaterializePartition`` lifts them out of a grouped function."""
     members = sorted(group)
     bindings = [graph.bindings[i] for i in members]
     defined = {b.var for b in bindings}
@@ -55,16 +59,21 @@ def group_module(graph: DataflowGraph, group: Iterable[int]) -> tvm.IRModule:
                if graph.nodes[i].is_block_output or not set(graph.nodes[i].outputs) <= set(members)]
     outputs = outputs or [bindings[-1].var]
     params = [relax.Var(v.name, v.ty) for v in inputs]
-    vmap = dict(zip(inputs, params))
+    remap = VarRemapper(dict(zip(inputs, params)), params if lift_constants else None)
     bb = relax.BlockBuilder()
     with bb.function("main", params):
         with bb.dataflow():
             for b in bindings:
-                vmap[b.var] = bb.emit(VarRemapper(vmap).visit_expr(b.value), name_hint=b.var.name)
-            result = vmap[outputs[0]] if len(outputs) == 1 else relax.Tuple([vmap[o] for o in outputs])
+                value = remap.visit_expr(b.value)
+                remap.var_map[b.var] = bb.emit(value, name_hint=b.var.name)
+            result = remap.var_map[outputs[0]] if len(outputs) == 1 else relax.Tuple(
+                [remap.var_map[o] for o in outputs])
             out = bb.emit_output(result)
         bb.emit_func_output(out)
     mini = bb.get()
+    if lift_constants:  # the lifted constants' parameters were appended while emitting
+        main = mini["main"]
+        mini["main"] = relax.Function(params, main.body, main.ret_ty, main.is_pure, main.attrs)
     for i, b in zip(members, bindings):
         if graph.nodes[i].kind is NodeKind.CALL_TIR:
             mini[b.value.args[0]] = graph.nodes[i].prim_func
@@ -72,15 +81,24 @@ def group_module(graph: DataflowGraph, group: Iterable[int]) -> tvm.IRModule:
 
 
 def fused_kernel(graph: DataflowGraph, group: Iterable[int]) -> tirx.PrimFunc | None:
-    """The one PrimFunc the pipeline makes of ``group`` (``None`` when it cannot make one)."""
-    mini = group_module(graph, group)
+    """The one PrimFunc ``FuseTIR`` makes of ``group`` (``None`` when it cannot make one): the
+    group's bindings as a ``Primitive`` function, its constants lifted to parameters as
+    ``MaterializePartition`` does, fused and simplified as the pipeline's ``fuse_tir`` phase does."""
+    mini = group_module(graph, group, lift_constants=True)
+    primitive = mini["main"].with_attr(PRIMITIVE_ATTR, True)
+    bb = relax.BlockBuilder(tvm.IRModule({gv: f for gv, f in mini.functions_items()
+                                          if isinstance(f, tirx.PrimFunc)}))
+    gvar = bb.add_func(primitive, "fused")
+    params = [relax.Var(p.name, p.ty) for p in primitive.params]
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(relax.Call(gvar, params))
+        bb.emit_func_output(out)
     try:
         fused = tvm.transform.Sequential([
-            MaterializePartition(lambda g: [[n.index for n in g.nodes
-                                             if n.kind in (NodeKind.CALL_TIR, NodeKind.TUPLE_GET_ITEM)]]),
             relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
-            s_tir.transform.StmtSimplify()])(mini)
-    except Exception:  # noqa: BLE001 - a group the pipeline cannot fuse is no candidate
+            s_tir.transform.StmtSimplify()])(bb.get())
+    except Exception:  # noqa: BLE001 - a group FuseTIR cannot fuse is no candidate
         return None
     prims = [f for _, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)]
     return prims[0] if len(prims) == 1 else None
@@ -112,32 +130,47 @@ class Verdict:
 class ProfitabilityCheck:
     """Predicted times of groups of a :class:`DataflowGraph` and the verdict on merging them.
 
-    ``rates`` default to this host's calibration (:func:`.calibration.load_or_calibrate`). Group
-    times are cached per graph and member set; kernel predictions per structural hash.
+    ``rates`` default to this host's calibration (:func:`.calibration.load_or_calibrate`). A
+    group's prediction is remembered (in this process and in the cache directory, see
+    :class:`~.model.KernelCostModel`) under its structure (:func:`group_signature`), so a group
+    met again - in a repeated layer, a second partitioning pass, a second compile - is neither
+    fused nor scheduled again.
     """
 
     def __init__(self, target: tvm.target.Target, rates: Rates | None = None):
         rates = rates or load_or_calibrate()
         key = (str(target), rates)
         if key not in _MODELS:
-            _MODELS[key] = KernelCostModel(target, rates)
+            _MODELS[key] = KernelCostModel(target, rates,
+                                           cache_dir() / store_name(target, rates, host_key()))
         self.model = _MODELS[key]
-        self._groups: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._hashes: dict = {}  # PrimFunc -> structural hash, for this check's graphs
+        self._groups: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> {group: s}
 
     def group_seconds(self, graph: DataflowGraph, group: Iterable[int]) -> float:
         """Predicted seconds of the kernel ``group`` becomes (0 without a ``call_tir``: tuple
         plumbing launches nothing; infinite when the pipeline cannot make it one kernel)."""
         members = frozenset(group)
+        known = self._groups.setdefault(graph, {})
+        if members not in known:
+            known[members] = self._predict(graph, sorted(members))
+        return known[members]
+
+    def _predict(self, graph: DataflowGraph, members: list[int]) -> float:
         kernels = [m for m in members if graph.nodes[m].kind is NodeKind.CALL_TIR]
         if not kernels:
             return 0.0
         if len(members) == 1:
             return self.model.seconds(graph.nodes[kernels[0]].prim_func)
-        cache = self._groups.setdefault(graph, {})
-        if members not in cache:
+
+        def predict():
             kernel = fused_kernel(graph, members)
-            cache[members] = math.inf if kernel is None else self.model.seconds(kernel)
-        return cache[members]
+            return math.inf if kernel is None else self.model.seconds(kernel)
+
+        signature = group_signature(graph, members, self._hash)
+        if signature is None:
+            return predict()
+        return self.model.remembered(signature, predict)
 
     def verdict(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> Verdict:
         """Merging ``parts`` (disjoint groups) into one kernel, against keeping them apart."""
@@ -148,6 +181,42 @@ class ProfitabilityCheck:
 
     def accepts(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
         return self.verdict(graph, parts).profitable
+
+    def _hash(self, func: tirx.PrimFunc) -> int:
+        if func not in self._hashes:
+            self._hashes[func] = tvm_ffi.structural_hash(func)
+        return self._hashes[func]
+
+
+def group_signature(graph: DataflowGraph, members: list[int], hash_of=tvm_ffi.structural_hash
+                    ) -> str | None:
+    """A key that two groups share exactly when :func:`fused_kernel` makes the same kernel of
+    them: per member in order, its PrimFunc's structural hash (``hash_of``), where each argument
+    comes from (a member, the n-th distinct outside value or constant, with its type) and whether
+    its result leaves the group. ``None`` for a group with other bindings than ``call_tir`` and
+    tuple-get-item."""
+    position = {m: i for i, m in enumerate(members)}
+    outside: dict = {}
+    items = []
+    for m in members:
+        node, value = graph.nodes[m], graph.bindings[m].value
+        leaves = node.is_block_output or any(c not in position for c in node.outputs)
+        if node.kind is NodeKind.TUPLE_GET_ITEM:
+            source = value.tuple_value
+            producer = next((p for p in node.inputs if graph.bindings[p].var.same_as(source)), None)
+            items.append(("item", position.get(producer), value.index, leaves))
+            continue
+        if node.kind is not NodeKind.CALL_TIR:
+            return None
+        args = []
+        for arg in value.args[1].fields:
+            producer = next((p for p in node.inputs if graph.bindings[p].var.same_as(arg)), None)
+            if producer in position:
+                args.append(("member", position[producer]))
+            else:
+                args.append(("outside", outside.setdefault(arg, len(outside)), str(arg.ty)))
+        items.append((hash_of(node.prim_func), tuple(args), str(value.ty), leaves))
+    return "group:" + hashlib.sha256(repr(items).encode()).hexdigest()
 
 
 def profitability_for(target: tvm.target.Target | None, enabled: bool = True,
