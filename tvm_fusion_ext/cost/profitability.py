@@ -22,6 +22,7 @@ import math
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import tvm
 import tvm_ffi
@@ -37,8 +38,9 @@ from .model import KernelCostModel, Rates, store_name
 # within it the prediction cannot tell them apart, and the paper's decision stands.
 SLOWER_MARGIN = 0.05
 
-# One model per target and rates in this process: predictions survive from one compile to the next.
-_MODELS: dict[tuple[str, Rates], KernelCostModel] = {}
+# One model per prediction store (host, target, rates) in this process: predictions survive from
+# one compile to the next.
+_MODELS: dict[Path, KernelCostModel] = {}
 
 
 def group_module(graph: DataflowGraph, group: Iterable[int], lift_constants: bool = False
@@ -139,11 +141,10 @@ class ProfitabilityCheck:
 
     def __init__(self, target: tvm.target.Target, rates: Rates | None = None):
         rates = rates or load_or_calibrate()
-        key = (str(target), rates)
-        if key not in _MODELS:
-            _MODELS[key] = KernelCostModel(target, rates,
-                                           cache_dir() / store_name(target, rates, host_key()))
-        self.model = _MODELS[key]
+        store = cache_dir() / store_name(target, rates, host_key())
+        if store not in _MODELS:
+            _MODELS[store] = KernelCostModel(target, rates, store)
+        self.model = _MODELS[store]
         self._hashes: dict = {}  # PrimFunc -> structural hash, for this check's graphs
         self._groups: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> {group: s}
 
