@@ -256,3 +256,19 @@ def test_real_calibration_is_short_and_plausible(tmp_path, monkeypatch):
     # a register-tiled contraction beats a scalar accumulation chain on any CPU
     assert rates.tiled > rates.reduce, values
     assert 1.0 <= rates.parallel <= 64
+
+
+def test_symbolic_shapes_get_no_prediction_and_the_paper_decides():
+    from tvm import relax
+
+    n = tvm.tirx.Var("n", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((n, 256), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.matmul(relax.op.exp(x), relax.const(W1)))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    graph = _graph(bb.get())
+    verdict = profitability_for(TARGET).verdict(graph, [[0], [1]])
+    assert verdict.profitable and verdict.gain_s is None and "symbolic" in verdict.describe()

@@ -24,9 +24,10 @@ from tvm import relax, tirx
 from .primitive_types import OpClassification, PrimitiveType, classify_prim_func
 
 # Partitioners' hooks for a profitability check (tvm_fusion_ext.cost.ProfitabilityCheck): whether
-# disjoint groups of a graph may become one kernel, and the seconds merging them saves.
+# disjoint groups of a graph may become one kernel, and the seconds merging them saves (None: no
+# prediction, the partitioner's own estimate stands).
 MergeCheck = Callable[["DataflowGraph", list[frozenset[int]]], bool]
-MergeGain = Callable[["DataflowGraph", list[frozenset[int]]], float]
+MergeGain = Callable[["DataflowGraph", list[frozenset[int]]], "float | None"]
 
 
 class OpPattern(enum.IntEnum):

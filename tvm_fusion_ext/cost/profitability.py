@@ -109,22 +109,25 @@ def fused_kernel(graph: DataflowGraph, group: Iterable[int]) -> tirx.PrimFunc | 
 @dataclass(frozen=True)
 class Verdict:
     """Predicted seconds of a group's kernel (``fused_s``, infinite when it cannot be made) and
-    of the kernels it replaces (``parts_s``)."""
+    of the kernels it replaces (``parts_s``); both ``None`` when the model abstains (symbolic
+    shapes: loop extents it cannot count), and then the strategy's own decision stands."""
 
-    fused_s: float
-    parts_s: float
+    fused_s: float | None
+    parts_s: float | None
 
     @property
     def profitable(self) -> bool:
-        """Not predicted slower than its parts (beyond :data:`SLOWER_MARGIN`)."""
-        return self.fused_s <= self.parts_s * (1.0 + SLOWER_MARGIN)
+        """Not predicted slower than its parts (beyond :data:`SLOWER_MARGIN`); true when abstaining."""
+        return self.fused_s is None or self.fused_s <= self.parts_s * (1.0 + SLOWER_MARGIN)
 
     @property
-    def gain_s(self) -> float:
-        """Seconds the fusion is predicted to save (negative: to cost)."""
-        return self.parts_s - self.fused_s
+    def gain_s(self) -> float | None:
+        """Seconds the fusion is predicted to save (negative: to cost); ``None`` when abstaining."""
+        return None if self.fused_s is None else self.parts_s - self.fused_s
 
     def describe(self) -> str:
+        if self.fused_s is None:
+            return "no prediction (symbolic shapes)"
         fused = "no single kernel" if math.isinf(self.fused_s) else f"{self.fused_s * 1e6:.1f} us"
         return f"predicted {fused} fused against {self.parts_s * 1e6:.1f} us for its parts"
 
@@ -177,6 +180,8 @@ class ProfitabilityCheck:
         """Merging ``parts`` (disjoint groups) into one kernel, against keeping them apart."""
         parts = [frozenset(p) for p in parts]
         union = frozenset().union(*parts)
+        if not _static(graph, union):
+            return Verdict(None, None)
         return Verdict(self.group_seconds(graph, union),
                        sum(self.group_seconds(graph, p) for p in parts))
 
@@ -187,6 +192,13 @@ class ProfitabilityCheck:
         if func not in self._hashes:
             self._hashes[func] = tvm_ffi.structural_hash(func)
         return self._hashes[func]
+
+
+def _static(graph: DataflowGraph, members) -> bool:
+    """Every buffer of the members' PrimFuncs has a static shape."""
+    return all(isinstance(dim, tvm.tirx.IntImm)
+               for m in members if graph.nodes[m].prim_func is not None
+               for param in graph.nodes[m].prim_func.params for dim in param.shape)
 
 
 def group_signature(graph: DataflowGraph, members: list[int], hash_of=tvm_ffi.structural_hash

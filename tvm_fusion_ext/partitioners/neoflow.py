@@ -278,6 +278,7 @@ class GreedyRewardPartitioner:
                 continue
             if not predicted:  # back in the queue with the saving the cost model predicts
                 gain = self.predicted_gain(graph, [frozenset(members[ga]), frozenset(members[gb])])
+                gain = -neg_r if gain is None else gain  # no prediction: Eq. (4) as written
                 if gain > MIN_REWARD:
                     heapq.heappush(heap, (-gain, key, va, vb, ga, gb, True))
                 else:
