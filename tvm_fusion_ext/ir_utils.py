@@ -49,14 +49,11 @@ def is_scheduled(func: tvm.ir.BaseFunc) -> bool:
 
 @mutator
 class VarRemapper(PyExprMutator):
-    """Replace every use of a variable that is a key of ``var_map`` by its value; with a list
-    ``lifted``, also every tensor constant by a new parameter ``param_<n>`` appended to it (as
-    ``FuseOps`` lifts constants out of a grouped function)."""
+    """Replace every use of a variable (or constant) that is a key of ``var_map`` by its value."""
 
-    def __init__(self, var_map: dict, lifted: list | None = None):
+    def __init__(self, var_map: dict):
         super().__init__()
         self.var_map = var_map
-        self.lifted = lifted
 
     def visit_var_(self, var):
         return self.var_map.get(var, var)
@@ -65,12 +62,7 @@ class VarRemapper(PyExprMutator):
         return self.var_map.get(var, var)
 
     def visit_generic_const_(self, const):
-        if self.lifted is None or not isinstance(const.ty, relax.TensorType):
-            return const
-        if const not in self.var_map:
-            self.var_map[const] = relax.Var(f"param_{len(self.lifted)}", const.ty)
-            self.lifted.append(self.var_map[const])
-        return self.var_map[const]
+        return self.var_map.get(const, const)
 
 
 def map_prim_func_calls(mod: tvm.IRModule, rewrite) -> tvm.IRModule:

@@ -43,25 +43,35 @@ SLOWER_MARGIN = 0.05
 _MODELS: dict[Path, KernelCostModel] = {}
 
 
-def group_module(graph: DataflowGraph, group: Iterable[int], lift_constants: bool = False
-                 ) -> tvm.IRModule:
+def group_module(graph: DataflowGraph, group: Iterable[int]) -> tvm.IRModule:
     """A module whose ``main`` runs exactly the bindings of ``group`` (inputs become parameters),
     with the PrimFuncs they call: what the downstream compiler is asked to compile for one group
-    (APOLLO's upward feedback). With ``lift_constants`` the tensor constants the bindings read
-    become parameters too, as ``MaterializePartition`` lifts them out of a grouped function."""
+    (APOLLO's upward feedback)."""
+    return _group_module(graph, group, lift_constants=False)[0]
+
+
+def _group_module(graph: DataflowGraph, group: Iterable[int], lift_constants: bool):
+    """:func:`group_module` and what ``main``'s parameters stand for (variables, and with
+    ``lift_constants`` also the tensor constants the bindings' calls read, in order of first use
+    with the variables, as ``MaterializePartition`` lifts them out of a grouped function)."""
     members = sorted(group)
     bindings = [graph.bindings[i] for i in members]
     defined = {b.var for b in bindings}
     inputs = []
     for b in bindings:
-        for v in relax.analysis.free_vars(b.value):
+        value = b.value
+        args = value.args[1].fields if lift_constants and isinstance(value, relax.Call) \
+            and len(value.args) > 1 and isinstance(value.args[1], relax.Tuple) else []
+        used = [a for a in args if isinstance(a, tvm.ir.Constant) and isinstance(a.ty, relax.TensorType)]
+        for v in [*relax.analysis.free_vars(value), *used]:
             if v not in defined and v not in inputs:
                 inputs.append(v)
     outputs = [graph.bindings[i].var for i in members
                if graph.nodes[i].is_block_output or not set(graph.nodes[i].outputs) <= set(members)]
     outputs = outputs or [bindings[-1].var]
-    params = [relax.Var(v.name, v.ty) for v in inputs]
-    remap = VarRemapper(dict(zip(inputs, params)), params if lift_constants else None)
+    params = [relax.Var(v.name if isinstance(v, relax.Var) else f"param_{i}", v.ty)
+              for i, v in enumerate(inputs)]
+    remap = VarRemapper(dict(zip(inputs, params)))
     bb = relax.BlockBuilder()
     with bb.function("main", params):
         with bb.dataflow():
@@ -73,33 +83,39 @@ def group_module(graph: DataflowGraph, group: Iterable[int], lift_constants: boo
             out = bb.emit_output(result)
         bb.emit_func_output(out)
     mini = bb.get()
-    if lift_constants:  # the lifted constants' parameters were appended while emitting
-        main = mini["main"]
-        mini["main"] = relax.Function(params, main.body, main.ret_ty, main.is_pure, main.attrs)
     for i, b in zip(members, bindings):
         if graph.nodes[i].kind is NodeKind.CALL_TIR:
             mini[b.value.args[0]] = graph.nodes[i].prim_func
-    return mini
+    return mini, inputs
 
 
 def fused_kernel(graph: DataflowGraph, group: Iterable[int]) -> tirx.PrimFunc | None:
-    """The one PrimFunc ``FuseTIR`` makes of ``group`` (``None`` when it cannot make one): the
-    group's bindings as a ``Primitive`` function, its constants lifted to parameters as
-    ``MaterializePartition`` does, fused and simplified as the pipeline's ``fuse_tir`` phase does."""
-    mini = group_module(graph, group, lift_constants=True)
+    """The one PrimFunc the pipeline makes of ``group`` (``None`` when ``FuseTIR`` cannot make
+    one), as the schedule receives it: the group's bindings as a ``Primitive`` function with its
+    constants lifted to parameters (as ``MaterializePartition`` does) and passed by the caller,
+    ``FuseTIR`` and ``StmtSimplify`` (the ``fuse_tir`` phase), then
+    ``AttachAttrLayoutFreeBuffers`` (the CPU backend's first scheduling pass: constant weights
+    are packed once, at compile time, not in the kernel). A single ``call_tir`` keeps its own
+    PrimFunc, as the pipeline leaves it."""
+    members = sorted(group)
+    if len(members) == 1 and graph.nodes[members[0]].kind is NodeKind.CALL_TIR:
+        mini = relax.transform.AttachAttrLayoutFreeBuffers()(group_module(graph, members))
+        (kernel,) = [f for _, f in mini.functions_items() if isinstance(f, tirx.PrimFunc)]
+        return kernel
+    mini, inputs = _group_module(graph, members, lift_constants=True)
     primitive = mini["main"].with_attr(PRIMITIVE_ATTR, True)
     bb = relax.BlockBuilder(tvm.IRModule({gv: f for gv, f in mini.functions_items()
                                           if isinstance(f, tirx.PrimFunc)}))
     gvar = bb.add_func(primitive, "fused")
-    params = [relax.Var(p.name, p.ty) for p in primitive.params]
-    with bb.function("main", params):
+    params = {v: relax.Var(v.name, v.ty) for v in inputs if isinstance(v, relax.Var)}
+    with bb.function("main", list(params.values())):
         with bb.dataflow():
-            out = bb.emit_output(relax.Call(gvar, params))
+            out = bb.emit_output(relax.Call(gvar, [params.get(v, v) for v in inputs]))
         bb.emit_func_output(out)
     try:
         fused = tvm.transform.Sequential([
             relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
-            s_tir.transform.StmtSimplify()])(bb.get())
+            s_tir.transform.StmtSimplify(), relax.transform.AttachAttrLayoutFreeBuffers()])(bb.get())
     except Exception:  # noqa: BLE001 - a group FuseTIR cannot fuse is no candidate
         return None
     prims = [f for _, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)]
@@ -161,11 +177,8 @@ class ProfitabilityCheck:
         return known[members]
 
     def _predict(self, graph: DataflowGraph, members: list[int]) -> float:
-        kernels = [m for m in members if graph.nodes[m].kind is NodeKind.CALL_TIR]
-        if not kernels:
+        if not any(graph.nodes[m].kind is NodeKind.CALL_TIR for m in members):
             return 0.0
-        if len(members) == 1:
-            return self.model.seconds(graph.nodes[kernels[0]].prim_func)
 
         def predict():
             kernel = fused_kernel(graph, members)
