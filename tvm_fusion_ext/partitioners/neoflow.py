@@ -35,9 +35,11 @@ With ``predicted_gain`` (:class:`~tvm_fusion_ext.cost.ProfitabilityCheck`), the 
 predicted to save as the schedule will make the kernels, ``T(a) + T(b) - T(a + b)`` (every ``T``
 the cost model's time of a group's scheduled kernel), instead of Eq. (4)'s peak-rate terms, so the
 greedy search stops where the schedule degrades (a kernel holding two contractions, a whole
-recurrent cell). The peak-rate reward, an optimistic bound, still orders the candidates: a pair is
-predicted only when it reaches the top of the queue, and goes back in with its predicted reward
-(lazy greedy evaluation), so only the pairs the search may take are fused and scheduled.
+recurrent cell). The peak-rate reward, an optimistic bound, still admits and orders the
+candidates (a pair it refuses is never predicted): a pair is predicted only when it reaches the
+top of the queue, and goes back in with its predicted reward (lazy greedy evaluation), so only the
+pairs the search may take are fused and scheduled. Where the model has no prediction (symbolic
+shapes), Eq. (4) as written decides.
 """
 
 from __future__ import annotations
