@@ -23,7 +23,7 @@ import tvm
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from tvm_fusion_ext.analysis.graph import build_graphs
+from tvm_fusion_ext.analysis.graph import OpPattern, build_graphs
 from tvm_fusion_ext.cli import main as cli_main
 from tvm_fusion_ext.cost import (
     KernelCostModel,
@@ -272,3 +272,11 @@ def test_symbolic_shapes_get_no_prediction_and_the_paper_decides():
     graph = _graph(bb.get())
     verdict = profitability_for(TARGET).verdict(graph, [[0], [1]])
     assert verdict.profitable and verdict.gain_s is None and "symbolic" in verdict.describe()
+
+
+def test_element_wise_groups_get_no_prediction():
+    graph = _graph(MatmulBiasRelu)
+    tail = [n.index for n in graph.nodes if n.fusible and n.pattern <= OpPattern.INJECTIVE]
+    assert len(tail) >= 2
+    verdict = profitability_for(TARGET).verdict(graph, [[n] for n in tail])
+    assert verdict.profitable and verdict.gain_s is None and "element-wise" in verdict.describe()

@@ -47,8 +47,9 @@ GEMM_SIZE = 192
 MIN_REPEAT_MS = 40
 REPEATS = 3
 
-# Rates measured by this process, by host key: later compiles do not read the file again.
-_LOADED: dict[str, Rates] = {}
+# Rates this process has read or measured, by cache file and host: later compiles do not read
+# the file again.
+_LOADED: dict[tuple[str, str], Rates] = {}
 
 
 def cache_path() -> Path:
@@ -58,10 +59,10 @@ def cache_path() -> Path:
 def load_or_calibrate(refresh: bool = False) -> Rates:
     """This host's :class:`Rates`: from this process, else from the cache file, else measured by
     :func:`calibrate` (and written to the file); ``refresh`` measures again."""
-    key = host_key()
-    if not refresh and key in _LOADED:
-        return _LOADED[key]
     path = cache_path()
+    key = host_key()
+    if not refresh and (str(path), key) in _LOADED:
+        return _LOADED[(str(path), key)]
     entries = _read(path)
     rates = None
     if not refresh and key in entries:
@@ -74,7 +75,7 @@ def load_or_calibrate(refresh: bool = False) -> Rates:
         rates = calibrate()
         entries[key] = rates.to_json()
         _write(path, entries)
-    _LOADED[key] = rates
+    _LOADED[(str(path), key)] = rates
     return rates
 
 
@@ -84,7 +85,7 @@ def save_rates(rates: Rates) -> None:
     entries = _read(path)
     entries[host_key()] = rates.to_json()
     _write(path, entries)
-    _LOADED[host_key()] = rates
+    _LOADED[(str(path), host_key())] = rates
 
 
 def forget_loaded() -> None:
@@ -116,8 +117,9 @@ def _write(path: Path, entries: dict) -> None:
 
 
 def calibrate() -> Rates:
-    """Measure :class:`Rates` on this host with the kernels of the module docstring."""
-    target = tvm.target.Target("llvm")
+    """Measure :class:`Rates` on this host with the kernels of the module docstring, compiled for
+    this host's CPU (its ``mcpu``, as ``tvm-fusion`` compiles for a bare ``llvm``)."""
+    target = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
     spec = spec_for_target(target)
     llc = spec.l3_bytes if isinstance(spec, CPUSpec) else spec.fast_memory_bytes
     one_core = PlainSchedule(dataclasses.replace(spec, num_cores=1))

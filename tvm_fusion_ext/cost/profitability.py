@@ -28,7 +28,7 @@ import tvm
 import tvm_ffi
 from tvm import relax, s_tir, tirx
 
-from ..analysis.graph import DataflowGraph, NodeKind
+from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
 from ..hardware.device_costs import cache_dir, host_key
 from ..ir_utils import PRIMITIVE_ATTR, VarRemapper
 from .calibration import load_or_calibrate
@@ -125,11 +125,13 @@ def fused_kernel(graph: DataflowGraph, group: Iterable[int]) -> tirx.PrimFunc | 
 @dataclass(frozen=True)
 class Verdict:
     """Predicted seconds of a group's kernel (``fused_s``, infinite when it cannot be made) and
-    of the kernels it replaces (``parts_s``); both ``None`` when the model abstains (symbolic
-    shapes: loop extents it cannot count), and then the strategy's own decision stands."""
+    of the kernels it replaces (``parts_s``); both ``None`` when nothing is predicted, for the
+    reason ``unpredicted`` (see :meth:`ProfitabilityCheck.verdict`), and then the strategy's own
+    decision stands."""
 
     fused_s: float | None
     parts_s: float | None
+    unpredicted: str = ""
 
     @property
     def profitable(self) -> bool:
@@ -143,7 +145,7 @@ class Verdict:
 
     def describe(self) -> str:
         if self.fused_s is None:
-            return "no prediction (symbolic shapes)"
+            return f"no prediction ({self.unpredicted})"
         fused = "no single kernel" if math.isinf(self.fused_s) else f"{self.fused_s * 1e6:.1f} us"
         return f"predicted {fused} fused against {self.parts_s * 1e6:.1f} us for its parts"
 
@@ -190,11 +192,19 @@ class ProfitabilityCheck:
         return self.model.remembered(signature, predict)
 
     def verdict(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> Verdict:
-        """Merging ``parts`` (disjoint groups) into one kernel, against keeping them apart."""
+        """Merging ``parts`` (disjoint groups) into one kernel, against keeping them apart.
+
+        Nothing is predicted for a group with symbolic shapes (the model cannot count its loop
+        trips) nor for one of element-wise, broadcast and injective ops only: its kernel is loop
+        nests the default schedule vectorises and parallelises like each op's own, reading each
+        intermediate from registers or cache instead of memory, with fewer kernel calls - it is
+        never the fusion the schedule degrades (no contraction or reduction to lose a tile)."""
         parts = [frozenset(p) for p in parts]
         union = frozenset().union(*parts)
         if not _static(graph, union):
-            return Verdict(None, None)
+            return Verdict(None, None, "symbolic shapes")
+        if all(graph.nodes[m].pattern <= OpPattern.INJECTIVE for m in union):
+            return Verdict(None, None, "element-wise and injective ops only")
         return Verdict(self.group_seconds(graph, union),
                        sum(self.group_seconds(graph, p) for p in parts))
 

@@ -34,7 +34,7 @@ from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
 
 UNSCHEDULED = "unscheduled"
-MEMO_SIZE = 4096  # default-rule results remembered (least recently used dropped first)
+MEMO_SIZE = 1024  # default-rule results remembered (least recently used dropped first)
 _LOG = logging.getLogger(__name__)
 _MEMO: OrderedDict = OrderedDict()  # (hash, target, spec) -> (func, schedule or None, rule name)
 
