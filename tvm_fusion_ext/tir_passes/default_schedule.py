@@ -21,6 +21,7 @@ compute the same function, so one's schedule is the other's (only names differ).
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter, OrderedDict
 
 import tvm
@@ -37,6 +38,7 @@ UNSCHEDULED = "unscheduled"
 MEMO_SIZE = 1024  # default-rule results remembered (least recently used dropped first)
 _LOG = logging.getLogger(__name__)
 _MEMO: OrderedDict = OrderedDict()  # (hash, target, spec) -> (func, schedule or None, rule name)
+_MEMO_LOCK = threading.Lock()
 
 
 @register_pass
@@ -100,14 +102,16 @@ def untuned_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
 def _default_applicable(func: tirx.PrimFunc, target, spec: HardwareSpec):
     """:func:`_first_applicable` over :func:`default_rules`, remembered (module docstring)."""
     key = (tvm_ffi.structural_hash(func), str(target), spec)
-    hit = _MEMO.get(key)
-    if hit is not None and tvm_ffi.structural_equal(hit[0], func):
-        _MEMO.move_to_end(key)
-        return hit[1], hit[2]
+    with _MEMO_LOCK:  # NeoFlow's dynamic runtime schedules from a background thread too
+        hit = _MEMO.get(key)
+        if hit is not None and tvm_ffi.structural_equal(hit[0], func):
+            _MEMO.move_to_end(key)
+            return hit[1], hit[2]
     sch, rule_name = _first_applicable(func, target, default_rules(spec))
-    _MEMO[key] = (func, sch, rule_name)
-    if len(_MEMO) > MEMO_SIZE:
-        _MEMO.popitem(last=False)
+    with _MEMO_LOCK:
+        _MEMO[key] = (func, sch, rule_name)
+        if len(_MEMO) > MEMO_SIZE:
+            _MEMO.popitem(last=False)
     return sch, rule_name
 
 
