@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import s_tir, tirx
 
+from ..tir_passes.analysis import REDUCE
+from ..tir_passes.loop_fusion import LAYOUT_REWRITE_PREPROC
+
 # Arithmetic a call (exp, erf, tanh, sigmoid...) stands for: the polynomial VectorExp / VectorErf
 # evaluate per lane is about this many multiply-adds.
 CALL_OPS = 16
 CLASSES = ("tiled", "reduce", "vector", "scalar")
-LAYOUT_REWRITE_PREPROC = "meta_schedule.layout_rewrite_preproc"
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.FloorDiv, tirx.FloorMod, tirx.Max, tirx.Min)
 
 
@@ -100,7 +102,7 @@ def _block(block: s_tir.SBlock, trips: float, vectorized: bool, parallel: bool, 
     for region in [*block.reads, *block.writes]:
         _touch(region.source, touched, memory)
     if isinstance(block.body, tirx.BufferStore):
-        reduction = any(iv.iter_type == 2 for iv in block.iter_vars)  # 2: kCommReduce
+        reduction = any(iv.iter_type == REDUCE for iv in block.iter_vars)
         kind = ("tiled" if vectorized else "reduce") if reduction else (
             "vector" if vectorized else "scalar")
         nest.add(kind, parallel, trips * max(_ops(block.body.value), 1))
