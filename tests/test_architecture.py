@@ -13,7 +13,8 @@ from pathlib import Path
 PACKAGE = "tvm_fusion_ext"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 # Layers that must not import the layers above them.
-LOW = ("analysis", "partitioners", "relax_passes", "tir_passes", "hardware", "target_dsa", "backends")
+LOW = ("analysis", "cost", "partitioners", "relax_passes", "tir_passes", "hardware", "target_dsa",
+       "backends")
 HIGH = ("pipelines", "driver", "tuning", "cli", "explain")
 
 

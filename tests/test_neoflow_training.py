@@ -43,9 +43,10 @@ def test_coupled_tensor_recomputed_in_backward():
     step = training_step(problem.loss_module, 4, learning_rate=0.01)
     with tvm.target.Target("llvm"):
         pre = tvm.transform.Sequential(preprocess_passes())(step)
-        with_recompute = NeoFlowFusion(COSTS)
+        # Eq. (4) with the given Pd/Pc/L, as written (no cost check)
+        with_recompute = NeoFlowFusion(COSTS, cost_check=False)
         fused = tvm.transform.Sequential([with_recompute, relax.transform.FuseTIR()])(pre)
-        without = NeoFlowFusion(COSTS, recompute=False)
+        without = NeoFlowFusion(COSTS, recompute=False, cost_check=False)
         kept = tvm.transform.Sequential([without, relax.transform.FuseTIR()])(pre)
     assert with_recompute.recomputed == ["lv"] and without.recomputed == []
     assert kernel_traffic(fused).kernels == kernel_traffic(kept).kernels == 2

@@ -79,3 +79,22 @@ def test_stock_pipeline_compiles_and_matches_numpy():
     conv = np.maximum(np.einsum("nchwij,fcij->nfhw", windows, w) + b, 0).reshape(8, 64)
     ref = np.exp(conv - conv.max(-1, keepdims=True))
     np.testing.assert_allclose(out, ref / ref.sum(-1, keepdims=True), rtol=1e-4, atol=1e-6)
+
+
+def test_structurally_equal_functions_are_scheduled_once(monkeypatch):
+    """Repeated layers: the default rules run once per structure, every copy gets the schedule."""
+    from tvm_fusion_ext.tir_passes import AnchorLoopFusion
+
+    calls = []
+    original = AnchorLoopFusion.apply
+    monkeypatch.setattr(AnchorLoopFusion, "apply",
+                        lambda self, func, target, tunable: calls.append(1) or original(self, func, target, tunable))
+    spec = HardwareSpec("memo", num_cores=3, vector_bytes=16, fast_memory_bytes=4096)  # no earlier entry
+    copy = fused.softmax.with_attr("copy", 1).without_attr("copy")
+    assert not copy.same_as(fused.softmax)
+    out = DefaultSchedule("llvm", spec)(_module(first=fused.softmax, second=copy))
+    assert len(calls) == 1
+    assert out["second"].attrs["tirx.is_scheduled"]
+    tvm.ir.assert_structural_equal(out["first"], out["second"])
+    alone = DefaultSchedule("llvm", spec, rules=[AnchorLoopFusion(spec)])(_module(first=copy))
+    tvm.ir.assert_structural_equal(alone["first"], out["second"])

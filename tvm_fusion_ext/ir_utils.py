@@ -49,7 +49,7 @@ def is_scheduled(func: tvm.ir.BaseFunc) -> bool:
 
 @mutator
 class VarRemapper(PyExprMutator):
-    """Replace every use of a variable that is a key of ``var_map`` by its value."""
+    """Replace every use of a variable (or constant) that is a key of ``var_map`` by its value."""
 
     def __init__(self, var_map: dict):
         super().__init__()
@@ -60,6 +60,9 @@ class VarRemapper(PyExprMutator):
 
     def visit_dataflow_var_(self, var):
         return self.var_map.get(var, var)
+
+    def visit_generic_const_(self, const):
+        return self.var_map.get(const, const)
 
 
 def map_prim_func_calls(mod: tvm.IRModule, rewrite) -> tvm.IRModule:

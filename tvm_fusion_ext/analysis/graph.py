@@ -14,7 +14,7 @@ on hand-made graphs: :meth:`DataflowGraph.from_edges` builds one without any IR.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +22,12 @@ import tvm
 from tvm import relax, tirx
 
 from .primitive_types import OpClassification, PrimitiveType, classify_prim_func
+
+# Partitioners' hooks for a profitability check (tvm_fusion_ext.cost.ProfitabilityCheck): whether
+# disjoint groups of a graph may become one kernel, and the seconds merging them saves (None: no
+# prediction, the partitioner's own estimate stands).
+MergeCheck = Callable[["DataflowGraph", list[frozenset[int]]], bool]
+MergeGain = Callable[["DataflowGraph", list[frozenset[int]]], "float | None"]
 
 
 class OpPattern(enum.IntEnum):

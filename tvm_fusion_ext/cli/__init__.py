@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import compare, compile, demo, explain, export, run, tune
+from . import calibrate, compare, compile, demo, explain, export, run, tune
 
-SUBCOMMANDS = (compare, export, compile, run, tune, explain, demo)
+SUBCOMMANDS = (compare, export, compile, run, tune, explain, calibrate, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,7 +19,7 @@ import time
 import warnings
 
 from ..pipelines import POLICIES
-from .options import add_input_shapes_argument, add_model_arguments
+from .options import add_cost_check_argument, add_input_shapes_argument, add_model_arguments
 
 HELP = "compile a model (.onnx, saved ExportedProgram or zoo name) through one fusion strategy to a .so"
 
@@ -36,6 +36,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--tuning-records", metavar="DIR",
                         help="the work directory of tvm-fusion tune; its records schedule the kernels")
     add_input_shapes_argument(parser)
+    add_cost_check_argument(parser)
     parser.add_argument("--dump-ir", metavar="DIR",
                         help="write the module after each pipeline phase (NN_<phase>.py) to DIR")
     parser.add_argument("-o", "--output", required=True, help="shared library to write (e.g. model.so)")
@@ -65,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         if database is None:
             policy = "untuned"
     start = time.perf_counter()
-    executable = artifacts.compile_model(workload.mod, args.fusion, target, policy, database, args.dump_ir)
+    executable = artifacts.compile_model(workload.mod, args.fusion, target, policy, database, args.dump_ir,
+                                         cost_check=args.cost_check)
     compile_s = time.perf_counter() - start
     artifact = artifacts.Artifact(workload.name, artifacts.input_specs(workload.mod), str(target),
                                   args.fusion, policy)

@@ -1,5 +1,5 @@
 """Arguments shared by the subcommands that load a model: the model itself, ``--model-arg``,
-``--import`` and ``--input-shapes``."""
+``--import``, ``--input-shapes`` and ``--no-cost-check``."""
 
 from __future__ import annotations
 
@@ -29,3 +29,11 @@ def add_input_shapes_argument(parser: argparse.ArgumentParser) -> None:
     dynamic inputs, read by :func:`tvm_fusion_ext.driver.artifacts.parse_input_shapes`."""
     parser.add_argument("--input-shapes", nargs="+", action="extend", default=[], metavar="NAME:[D,...]",
                         help="static shapes for a model file's dynamic inputs, e.g. x:[1,3,224,224]")
+
+
+def add_cost_check_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--no-cost-check`` (``args.cost_check``): the strategies' fusion decisions without the
+    profitability check of :mod:`tvm_fusion_ext.cost`, as their papers wrote them (ablations)."""
+    parser.add_argument("--no-cost-check", dest="cost_check", action="store_false",
+                        help="fuse as the papers decide, without asking the cost model whether a "
+                             "fused kernel is predicted slower than its parts (for ablations)")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from .options import add_input_shapes_argument, add_model_arguments
+from .options import add_cost_check_argument, add_input_shapes_argument, add_model_arguments
 
 HELP = "tune the kernels of one fusion strategy with MetaSchedule (resumable, optionally over TVM RPC)"
 
@@ -28,6 +28,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("tune", help=HELP, description=HELP)
     add_model_arguments(parser)
     add_input_shapes_argument(parser)
+    add_cost_check_argument(parser)
     parser.add_argument("--target", default="llvm",
                         help='target string or JSON (a bare llvm means this CPU; give "num-cores" in the '
                              'JSON for RPC boards, else this machine\'s thread count is assumed)')
@@ -67,13 +68,15 @@ def run(args: argparse.Namespace) -> int:
     runner = tuning.rpc_runner(args.rpc_tracker, args.rpc_key) if args.rpc_tracker else None
     report = tuning.tune(workload.mod, args.fusion, target, args.trials, args.work_dir, runner=runner,
                          progress=not args.no_progress, seed=args.seed,
-                         trials_per_iter=args.trials_per_iter or tuning.TRIALS_PER_ITER)
+                         trials_per_iter=args.trials_per_iter or tuning.TRIALS_PER_ITER,
+                         cost_check=args.cost_check)
     print(report.table())
     if report.skipped:
         print(f"not tuned (already scheduled or no design space): {', '.join(report.skipped)}")
     print(report.summary())
     model_args = "".join(f" --model-arg {arg}" for arg in args.model_arg)
     model_args += "".join(f" --input-shapes '{item}'" for item in args.input_shapes)
+    model_args += "" if args.cost_check else " --no-cost-check"
     print(f"compile with: tvm-fusion compile {args.model}{model_args} --target '{target}' "
           f"--fusion {args.fusion} --tuning-records {args.work_dir} -o model.so")
     return 0

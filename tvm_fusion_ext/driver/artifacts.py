@@ -180,8 +180,9 @@ def check_target_buildable(target: tvm.target.Target) -> None:
 
 
 def compile_model(mod: tvm.IRModule, fusion: str, target: tvm.target.Target, policy: str = "untuned",
-                  database=None, dump_ir: str | None = None):
-    """``mod`` compiled through strategy ``fusion`` under ``policy`` (a VM executable).
+                  database=None, dump_ir: str | None = None, cost_check: bool = True):
+    """``mod`` compiled through strategy ``fusion`` under ``policy`` (a VM executable); ``cost_check``
+    as for :func:`~tvm_fusion_ext.pipelines.pipeline`.
 
     ``tuned`` applies the records of ``database`` (a MetaSchedule database; kernels without a
     record get the untuned schedule). ``dump_ir`` names a directory for :class:`DumpPhases`.
@@ -199,7 +200,7 @@ def compile_model(mod: tvm.IRModule, fusion: str, target: tvm.target.Target, pol
         dump.write("input", mod)
         instruments.append(dump)
     with instrumented(*instruments), (database if database is not None else contextlib.nullcontext()):
-        return build(mod, fusion, target, policy)
+        return build(mod, fusion, target, policy, cost_check)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -19,10 +19,11 @@ from ..pipelines import pipeline
 
 
 def build(mod: tvm.IRModule, fusion: str | tvm.transform.Pass = "none", target="llvm",
-          policy: str = "untuned") -> relax.VMExecutable:
-    """Compile ``mod`` through strategy ``fusion`` (a registered name) or a complete pass."""
+          policy: str = "untuned", cost_check: bool = True) -> relax.VMExecutable:
+    """Compile ``mod`` through strategy ``fusion`` (a registered name, with ``cost_check`` as for
+    :func:`~tvm_fusion_ext.pipelines.pipeline`) or a complete pass."""
     target = tvm.target.Target(target) if isinstance(target, (str, dict)) else target
-    relax_pipeline = pipeline(fusion, target, policy) if isinstance(fusion, str) else fusion
+    relax_pipeline = pipeline(fusion, target, policy, cost_check) if isinstance(fusion, str) else fusion
     return tvm.compile(mod, target=target, relax_pipeline=relax_pipeline)
 
 

@@ -319,8 +319,10 @@ def parse_target(text: str | dict | tvm.target.Target) -> tvm.target.Target:
 
 def compare(workload: Workload, fusions: list[str], target="llvm", policy: str = "untuned",
             threads: int | None = None, min_runs: int = 20, warmup: int = 3, trials_per_task: int = 32,
-            work_dir: str | None = None, progress: bool | None = None, rounds: int = 1) -> Report:
-    """Measure every strategy in ``fusions`` (plus reference rows) on ``workload``.
+            work_dir: str | None = None, progress: bool | None = None, rounds: int = 1,
+            cost_check: bool = True) -> Report:
+    """Measure every strategy in ``fusions`` (plus reference rows) on ``workload`` (``cost_check``
+    as for :func:`~tvm_fusion_ext.pipelines.pipeline`).
 
     The rows are timed ``rounds`` times in turn (round-robin), and each row's latency is the
     median of its round medians, so that drift on a shared machine hits every row alike.
@@ -344,7 +346,8 @@ def compare(workload: Workload, fusions: list[str], target="llvm", policy: str =
         elif name == "onnxruntime":
             runners[name] = _onnxruntime_row(workload, threads)
         else:
-            runners[name] = _tvm_row(workload, name, target, policy, trials_per_task, work_dir)
+            runners[name] = _tvm_row(workload, name, target, policy, trials_per_task, work_dir,
+                                     cost_check)
     samples: dict[str, list[float]] = {name: [] for name in fusions}
     for _ in tqdm(range(max(rounds, 1)), desc="time", unit="round", disable=disable, leave=False):
         for name in fusions:
@@ -364,16 +367,17 @@ def compare(workload: Workload, fusions: list[str], target="llvm", policy: str =
 
 
 def _tvm_row(workload: Workload, name: str, target: tvm.target.Target, policy: str,
-             trials_per_task: int, work_dir: str | None) -> tuple[Callable, Row]:
+             trials_per_task: int, work_dir: str | None, cost_check: bool
+             ) -> tuple[Callable, Row]:
     get_strategy(name)
     database = None
     if policy == "tuned":
         database = tune_strategy(workload.mod, name, target, trials_per_task,
-                                 os.path.join(work_dir, name) if work_dir else None)
+                                 os.path.join(work_dir, name) if work_dir else None, cost_check)
     capture = _CaptureFused(name)
     start = time.perf_counter()
     with instrumented(capture), (database if database is not None else contextlib.nullcontext()):
-        executable = build(workload.mod, name, target, policy)
+        executable = build(workload.mod, name, target, policy, cost_check)
     compile_s = time.perf_counter() - start
     if capture.fused is None:
         raise RuntimeError(f"pipeline of {name!r} never ran its fusion stage {capture.pass_name!r}")

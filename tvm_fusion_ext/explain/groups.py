@@ -209,7 +209,7 @@ def explain(mod: tvm.IRModule, fusion: str, target: tvm.target.Target | str = "l
     target = parse_target(target)
     strategy = get_strategy(fusion)
     before = prefusion(mod, fusion, target, base)
-    passes = strategy.fusion_passes(target)
+    passes = strategy.passes(target)
     with target:
         fused = tvm.transform.Sequential(passes)(before) if passes else before
     return report_partition(before, fused, fusion, label, model, passes)

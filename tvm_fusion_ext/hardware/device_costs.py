@@ -57,12 +57,22 @@ class DeviceCosts:
         return delta_bytes / self.bandwidth + delta_flops / self.flops + delta_kernels * self.launch
 
 
+def cache_dir() -> Path:
+    """The package's cache directory: ``TVM_FUSION_EXT_CACHE``, else ``~/.cache/tvm_fusion_ext``."""
+    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "tvm_fusion_ext"))
+
+
 def cache_path() -> Path:
-    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "tvm_fusion_ext")) / CACHE_FILE
+    return cache_dir() / CACHE_FILE
 
 
 def machine_key(target: tvm.target.Target) -> str:
     """Which machine and target a measurement belongs to."""
+    return f"{host_key()}|{json.dumps(dict(target.export()), sort_keys=True, default=str)}"
+
+
+def host_key() -> str:
+    """Which machine a measurement belongs to: host name and CPU model."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -71,7 +81,7 @@ def machine_key(target: tvm.target.Target) -> str:
                 break
     except OSError:
         pass
-    return f"{platform.node()}|{cpu}|{json.dumps(dict(target.export()), sort_keys=True, default=str)}"
+    return f"{platform.node()}|{cpu}"
 
 
 def load_or_measure(target: tvm.target.Target | str | None = None, refresh: bool = False

@@ -47,6 +47,12 @@ tuple-valued op (``split``) together with all of its tuple-get-items once it is 
 group: forward never separates them (they all lie before the post-dominator), and ``FuseTIR``
 cannot lower a group returning the tuple next to one of its items.
 
+With a profitability check (``accept``, e.g. :class:`~tvm_fusion_ext.cost.ProfitabilityCheck`), a backward fusion
+the rules and guards allow is also refused when the merged group's kernel is predicted slower than
+the kernels of the groups it merges: the paper's backward rules mirror forward's without asking
+what the schedule makes of the result (a prologue pulled in front of a contraction, say). Forward
+fusion is TVM's and is never checked.
+
 **Both** (section 7, item 2) runs forward, then backward over the forward groups (the same
 union-find, guarded the same way). Fusion only ever merges groups, so "both" never has more kernels
 than forward, and the convexity guard keeps it free of cycles.
@@ -57,7 +63,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
+from ..analysis.graph import DataflowGraph, MergeCheck, NodeKind, OpPattern
 
 FORWARD, BACKWARD, BOTH = "forward", "backward", "both"
 DIRECTIONS = (FORWARD, BACKWARD, BOTH)
@@ -162,18 +168,20 @@ class DominatorPartitioner:
 
     ``direction`` is ``"forward"`` (Relax FuseOps), ``"backward"`` or ``"both"``; ``opt_level`` 0
     disables fusion (FuseOps' ``fuse_opt_level``); ``max_depth`` bounds the nodes of a group
-    (``relax.FuseOps.max_depth``).
+    (``relax.FuseOps.max_depth``); ``accept`` checks backward fusions (module docstring).
     """
 
-    def __init__(self, direction: str = FORWARD, opt_level: int = 2, max_depth: int = MAX_FUSED_OPS):
+    def __init__(self, direction: str = FORWARD, opt_level: int = 2, max_depth: int = MAX_FUSED_OPS,
+                 accept: MergeCheck | None = None):
         if direction not in DIRECTIONS:
             raise ValueError(f"unknown direction {direction!r}; expected one of {', '.join(DIRECTIONS)}")
         self.direction = direction
         self.opt_level = opt_level
         self.max_depth = max_depth
+        self.accept = accept
 
     def __call__(self, graph: DataflowGraph) -> list[list[int]]:
-        return _Partition(graph, self.max_depth).run(self.direction, self.opt_level)
+        return _Partition(graph, self.max_depth, self.accept).run(self.direction, self.opt_level)
 
 
 def dominator_groups(graph: DataflowGraph, direction: str = FORWARD, opt_level: int = 2,
@@ -185,9 +193,10 @@ def dominator_groups(graph: DataflowGraph, direction: str = FORWARD, opt_level: 
 class _Partition:
     """The state of one ``GraphPartitioner::Partition`` run over one graph."""
 
-    def __init__(self, graph: DataflowGraph, max_depth: int):
+    def __init__(self, graph: DataflowGraph, max_depth: int, accept: MergeCheck | None = None):
         self.graph = graph
         self.max_depth = max_depth
+        self.accept = accept
         self.groups = [_Group(n.index, n.pattern) for n in graph.nodes]  # InitGroups
 
     def run(self, direction: str, opt_level: int) -> list[list[int]]:
@@ -301,13 +310,16 @@ class _Partition:
 
     # ---- guards of the backward orientation --------------------------------------------------
     def _is_safe(self, o: _Orientation, src: int, sink: int) -> bool:
-        """Would the fused group hold at most one complex op and stay convex (no cycle)?"""
+        """Would the fused group hold at most one complex op, stay convex (no cycle) and, with a
+        profitability check, not be predicted slower than the groups it merges?"""
         roots = {id(r): r for r in (self.groups[n].find_root()
                                     for n in [*self._walk(o, src, sink), sink])}
         union = [m for r in roots.values() for m in r.members]
         complex_ops = sum(1 for m in union if self.graph.nodes[m].pattern in _COMPLEX)
         return (complex_ops <= 1 and not self._splits_a_tuple(set(union))
-                and self.graph.group_is_convex(union))
+                and self.graph.group_is_convex(union)
+                and (self.accept is None or self.accept(
+                    self.graph, [frozenset(r.members) for r in roots.values()])))
 
     def _splits_a_tuple(self, union: set[int]) -> bool:
         """Does a tuple-valued member (one read by tuple-get-items) have a consumer outside?"""

@@ -30,6 +30,16 @@ Two levels:
 :class:`GreedyRewardPartitioner` merges, at each step, the adjacent pair of groups with the best
 positive reward ("chooses the decision with the best reward greedily"), and any partitioner can use
 :meth:`RewardModel.profitable` as a filter.
+
+With ``predicted_gain`` (:class:`~tvm_fusion_ext.cost.ProfitabilityCheck`), the reward of a merge is the time it is
+predicted to save as the schedule will make the kernels, ``T(a) + T(b) - T(a + b)`` (every ``T``
+the cost model's time of a group's scheduled kernel), instead of Eq. (4)'s peak-rate terms, so the
+greedy search stops where the schedule degrades (a kernel holding two contractions, a whole
+recurrent cell). The peak-rate reward, an optimistic bound, still admits and orders the
+candidates (a pair it refuses is never predicted): a pair is predicted only when it reaches the
+top of the queue, and goes back in with its predicted reward (lazy greedy evaluation), so only the
+pairs the search may take are fused and scheduled. Where the model has no prediction (symbolic
+shapes), Eq. (4) as written decides.
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
-from ..analysis.graph import DataflowGraph, NodeKind, OpPattern, tensor_bytes
+from ..analysis.graph import DataflowGraph, MergeGain, NodeKind, OpPattern, tensor_bytes
 from ..hardware.device_costs import DeviceCosts
 
 MAX_GROUP_SIZE = 64  # the most bindings in one fused kernel
@@ -207,13 +217,18 @@ class GreedyRewardPartitioner:
     Starts from one group per fusible binding (a tuple-get-item starts in its tuple producer's
     group), then repeatedly merges the producer/consumer pair of groups with the highest reward,
     as long as it is above :data:`MIN_REWARD`, the merged group stays convex and holds at most
-    :data:`MAX_GROUP_SIZE` bindings. ``self.merges`` logs ``(reward, names)`` for every merge made.
+    :data:`MAX_GROUP_SIZE` bindings. With ``predicted_gain``, the reward a merge is taken by is its
+    predicted saving (module docstring); ``self.rejected`` logs ``(predicted saving, names)`` of
+    the pairs the prediction refused. ``self.merges`` logs ``(reward, names)`` for every merge made.
     """
 
-    def __init__(self, model: RewardModel, max_group_size: int = MAX_GROUP_SIZE):
+    def __init__(self, model: RewardModel, max_group_size: int = MAX_GROUP_SIZE,
+                 predicted_gain: MergeGain | None = None):
         self.model = model
         self.max_group_size = max_group_size
+        self.predicted_gain = predicted_gain
         self.merges: list[tuple[float, list[str]]] = []
+        self.rejected: list[tuple[float, list[str]]] = []
 
     def __call__(self, graph: DataflowGraph) -> list[list[int]]:
         group_of: dict[int, int] = {}
@@ -249,7 +264,8 @@ class GreedyRewardPartitioner:
             r = self.model.reward(graph, members[ga], members[gb])
             if r > MIN_REWARD:
                 key = (min(ga, gb), max(ga, gb))
-                heapq.heappush(heap, (-r, key, version[ga], version[gb], ga, gb))
+                heapq.heappush(heap, (-r, key, version[ga], version[gb], ga, gb,
+                                      self.predicted_gain is None))
 
         for ga in list(members):
             for gb in neighbours(ga):
@@ -257,10 +273,19 @@ class GreedyRewardPartitioner:
                     push(ga, gb)
 
         while heap:
-            neg_r, _, va, vb, ga, gb = heapq.heappop(heap)
+            neg_r, key, va, vb, ga, gb, predicted = heapq.heappop(heap)
             if ga not in members or gb not in members or version[ga] != va or version[gb] != vb:
                 continue
             if graph.merge_creates_cycle(members[ga], members[gb]):
+                continue
+            if not predicted:  # back in the queue with the saving the cost model predicts
+                gain = self.predicted_gain(graph, [frozenset(members[ga]), frozenset(members[gb])])
+                gain = -neg_r if gain is None else gain  # no prediction: Eq. (4) as written
+                if gain > MIN_REWARD:
+                    heapq.heappush(heap, (-gain, key, va, vb, ga, gb, True))
+                else:
+                    self.rejected.append((gain, sorted(graph.nodes[n].name
+                                                       for n in members[ga] | members[gb])))
                 continue
             self.merges.append((-neg_r, sorted(graph.nodes[n].name for n in members[ga] | members[gb])))
             members[ga] |= members.pop(gb)

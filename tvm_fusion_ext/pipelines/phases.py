@@ -61,8 +61,12 @@ def lowering_passes(target: tvm.target.Target) -> list:
     return backend_for(target).lowering_passes(target)
 
 
-def fusion_pipeline(name: str, target: tvm.target.Target | None = None) -> tvm.transform.Pass:
-    """Pre-processing + fusion + FuseTIR only: the fused Relax module, before any scheduling."""
+def fusion_pipeline(name: str, target: tvm.target.Target | None = None,
+                    cost_check: bool = True) -> tvm.transform.Pass:
+    """Pre-processing + fusion + FuseTIR only: the fused Relax module, before any scheduling.
+
+    ``cost_check``: the strategy's fusion decisions consult the profitability check
+    (:mod:`tvm_fusion_ext.cost`, CPU targets); ``False`` gives the paper's decisions as written."""
     strategy = get_strategy(name)
     target = _resolve_target(target)
     extra = strategy.extra_preprocess(target) if strategy.extra_preprocess else []
@@ -70,7 +74,7 @@ def fusion_pipeline(name: str, target: tvm.target.Target | None = None) -> tvm.t
     return tvm.transform.Sequential(
         [_phase("preprocess", [*preprocess_passes(high, backend_for(target).graph_passes(target)),
                                *extra]),
-         _phase("fusion", strategy.fusion_passes(target)),
+         _phase("fusion", strategy.passes(target, cost_check)),
          _phase("fuse_tir", [relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
                              s_tir.transform.StmtSimplify()])],
         name=f"tvm_fusion_ext.fusion.{name}",
@@ -78,8 +82,9 @@ def fusion_pipeline(name: str, target: tvm.target.Target | None = None) -> tvm.t
 
 
 def pipeline(name: str, target: tvm.target.Target | str | None = None,
-             policy: str = DEFAULT_POLICY) -> tvm.transform.Pass:
-    """The complete Relax pipeline for strategy ``name``, ready for ``tvm.compile``."""
+             policy: str = DEFAULT_POLICY, cost_check: bool = True) -> tvm.transform.Pass:
+    """The complete Relax pipeline for strategy ``name``, ready for ``tvm.compile``
+    (``cost_check`` as for :func:`fusion_pipeline`)."""
     get_strategy(name)  # fail early with a clear message
     given = target
 
@@ -90,7 +95,8 @@ def pipeline(name: str, target: tvm.target.Target | str | None = None,
         target = _resolve_target(given)
         with target:
             passes = tvm.transform.Sequential(
-                [fusion_pipeline(name, target), _phase("schedule", schedule_passes(target, policy)),
+                [fusion_pipeline(name, target, cost_check),
+                 _phase("schedule", schedule_passes(target, policy)),
                  _phase("lowering", lowering_passes(target))]
             )
             # Invariants after every pass when TVM_FUSION_EXT_CHECK=1 (.instrument).

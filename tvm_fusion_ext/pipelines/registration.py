@@ -19,15 +19,18 @@ from .registry import FusionPasses, FusionStrategy, add_strategy
 
 
 def register_fusion(name: str, description: str, extra_preprocess: FusionPasses | None = None,
-                    high_level_preprocess: FusionPasses | None = None):
+                    high_level_preprocess: FusionPasses | None = None, cost_checked: bool = False):
     """Decorator registering ``fn(target) -> [Pass, ...]`` as the fusion step of strategy ``name``.
 
     ``extra_preprocess`` runs after the shared pre-processing (on legalized ``call_tir``s);
-    ``high_level_preprocess`` runs on high-level Relax ops, just before ``LegalizeOps``.
+    ``high_level_preprocess`` runs on high-level Relax ops, just before ``LegalizeOps``. With
+    ``cost_checked`` the function is ``fn(target, cost_check: bool)``: whether its decisions
+    consult the profitability check of :mod:`tvm_fusion_ext.cost` (the pipelines' ``cost_check``).
     """
 
     def _register(fn: FusionPasses) -> FusionPasses:
-        add_strategy(FusionStrategy(name, description, fn, extra_preprocess, high_level_preprocess))
+        add_strategy(FusionStrategy(name, description, fn, extra_preprocess, high_level_preprocess,
+                                    cost_checked))
         register_relax_pipeline(name, lambda: pipeline(name))
         return fn
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import tvm
 
-FusionPasses = Callable[[tvm.target.Target], list]
+FusionPasses = Callable[..., list]  # (target) -> [Pass, ...]; (target, cost_check=...) if cost_checked
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,15 @@ class FusionStrategy:
     # Extra pre-processing on high-level Relax, before LegalizeOps (e.g. NeoFlow's graph
     # simplification and parallel fusion, which rewrite Relax ops); said in the description.
     high_level_preprocess: FusionPasses | None = None
+    # The strategy consults the profitability check (tvm_fusion_ext.cost): ``fusion_passes`` then
+    # takes ``cost_check`` (False: the paper's decisions as written) after the target.
+    cost_checked: bool = False
+
+    def passes(self, target: tvm.target.Target, cost_check: bool = True) -> list:
+        """The fusion passes for ``target``; ``cost_check`` reaches strategies that take it."""
+        if self.cost_checked:
+            return self.fusion_passes(target, cost_check=cost_check)
+        return self.fusion_passes(target)
 
 
 _STRATEGIES: dict[str, FusionStrategy] = {}

@@ -6,6 +6,11 @@ Each strategy is the fusion step of the shared pipeline (:mod:`.phases`): ``none
 (:mod:`~tvm_fusion_ext.relax_passes.apollo_fusion`), NeoFlow
 (:mod:`~tvm_fusion_ext.relax_passes.neoflow_fusion`) and GraphTurbo's Fig. 15 variants
 (:mod:`~tvm_fusion_ext.relax_passes.graphturbo_fusion`). The passes never import this module.
+
+Every strategy with a decision point in its paper (APOLLO's upward feedback, NeoFlow's Eq. (4),
+GraphTurbo's merges on CPU targets, backward dominator fusion) consults the profitability check of
+:mod:`tvm_fusion_ext.cost` there; ``cost_check=False`` (``--no-cost-check``) gives the decisions as
+the papers wrote them.
 """
 
 from __future__ import annotations
@@ -41,15 +46,19 @@ def _dominator_forward(target):
 
 
 @register_fusion("dominator-backward",
-                 "backward fusion: each op fuses into its immediate pre-dominator (mirrored FuseOps rules)")
-def _dominator_backward(target):
-    return [FuseOpsDominator(direction="backward")]
+                 "backward fusion: each op fuses into its immediate pre-dominator (mirrored FuseOps "
+                 "rules); a backward merge is kept only where its kernel is predicted no slower",
+                 cost_checked=True)
+def _dominator_backward(target, cost_check=True):
+    return [FuseOpsDominator(direction="backward", cost_check=cost_check)]
 
 
 @register_fusion("dominator-both",
-                 "forward (post-dominator) fusion, then backward (pre-dominator) fusion of what is left")
-def _dominator_both(target):
-    return [FuseOpsDominator(direction="both")]
+                 "forward (post-dominator) fusion, then backward (pre-dominator) fusion of what is "
+                 "left, a backward merge kept only where its kernel is predicted no slower",
+                 cost_checked=True)
+def _dominator_both(target, cost_check=True):
+    return [FuseOpsDominator(direction="both", cost_check=cost_check)]
 
 
 # ---- APOLLO (apollo-fusion.txt, Table 3's ablation) ---------------------------------------------
@@ -59,21 +68,21 @@ APOLLO_PREPROCESS_NOTE = ("; extra pre-processing: compound ops opened into prim
 
 @register_fusion("apollo", "APOLLO: Table 1 micro-graphs (Layer I), memory stitching (Layer II), "
                  "parallelism stitching (Layer III), with upward feedback" + APOLLO_PREPROCESS_NOTE,
-                 extra_preprocess=apollo_preprocess)
-def _apollo(target):
-    return [ApolloFusion(("I", "II", "III"))]
+                 extra_preprocess=apollo_preprocess, cost_checked=True)
+def _apollo(target, cost_check=True):
+    return [ApolloFusion(("I", "II", "III"), cost_check=cost_check)]
 
 
 @register_fusion("apollo-no-parallel", "APOLLO Layers I and II (no parallelism stitching)"
-                 + APOLLO_PREPROCESS_NOTE, extra_preprocess=apollo_preprocess)
-def _apollo_no_parallel(target):
-    return [ApolloFusion(("I", "II"))]
+                 + APOLLO_PREPROCESS_NOTE, extra_preprocess=apollo_preprocess, cost_checked=True)
+def _apollo_no_parallel(target, cost_check=True):
+    return [ApolloFusion(("I", "II"), cost_check=cost_check)]
 
 
 @register_fusion("apollo-no-stitch", "APOLLO Layer I only (Table 1 micro-graphs, no stitching)"
-                 + APOLLO_PREPROCESS_NOTE, extra_preprocess=apollo_preprocess)
-def _apollo_no_stitch(target):
-    return [ApolloFusion(("I",))]
+                 + APOLLO_PREPROCESS_NOTE, extra_preprocess=apollo_preprocess, cost_checked=True)
+def _apollo_no_stitch(target, cost_check=True):
+    return [ApolloFusion(("I",), cost_check=cost_check)]
 
 
 # ---- NeoFlow (neoflow-training-compilation sections 4.3, 5.1) -----------------------------------
@@ -88,18 +97,18 @@ def _neoflow_high_level(target) -> list:
     "NeoFlow: greedy fusion by best Eq. (4) reward with measured Pd/Pc/L; own pre-processing on "
     "high-level Relax: MindSpore simplification, parallel fusion of ops sharing an input, "
     "simplification again; then MindSpore BFS/DFS execution order by peak memory",
-    high_level_preprocess=_neoflow_high_level)
-def _neoflow(target):
-    return [NeoFlowFusion(), ScheduleExecutionOrder()]
+    high_level_preprocess=_neoflow_high_level, cost_checked=True)
+def _neoflow(target, cost_check=True):
+    return [NeoFlowFusion(cost_check=cost_check), ScheduleExecutionOrder()]
 
 
 # ---- GraphTurbo (graphturbo-dsa-scheduling.txt section 5.3, Fig. 15) ----------------------------
 def _register_graphturbo(name: str, variant: str, description: str) -> None:
     options = VARIANTS[variant]
 
-    @register_fusion(name, description)
-    def _strategy(target):
-        return [GraphTurboFusion(options=options)]
+    @register_fusion(name, description, cost_checked=True)
+    def _strategy(target, cost_check=True):
+        return [GraphTurboFusion(options=options, cost_check=cost_check)]
 
 
 _register_graphturbo(

@@ -14,7 +14,10 @@ within a time budget). A group fails when any step raises, when the loop-fusion 
 default schedule declines it (the kernel would keep one loop nest per op: Layer I's polyhedral
 fusion "cannot find a fusion plan", section 6.1; for a Layer III composition, when it declines one
 of the branches; groups with symbolic shapes are exempt, as the rule only tiles static shapes), or
-when it takes longer than the budget. A group
+when it takes longer than the budget; and, with the profitability check on (``cost_check``, CPU
+targets), when its kernel is predicted slower than its ops run as separate kernels
+(:class:`~tvm_fusion_ext.cost.ProfitabilityCheck`: the cost model of the scheduled kernel; the
+paper's feedback reports what the downstream compiler "cannot handle well", section 2). A group
 that fails has its composition pattern recorded in the
 :class:`~tvm_fusion_ext.partitioners.apollo.FeedbackStore` (a JSON file when ``feedback_path`` is
 set) and the partition is regenerated with that pattern refused, so the group is split. The next
@@ -35,9 +38,10 @@ from collections.abc import Callable, Sequence
 import tvm
 from tvm import relax, tirx
 
-from ..analysis.graph import DataflowGraph, NodeKind, build_graph, build_graphs, static_shape
+from ..analysis.graph import NodeKind, build_graph, build_graphs, static_shape
+from ..cost import ProfitabilityCheck, group_module, profitability_for
 from ..hardware import HardwareSpec, spec_for_target
-from ..ir_utils import VarRemapper, is_external, non_primitive_functions
+from ..ir_utils import is_external, non_primitive_functions
 from ..partitioners.apollo import LAYERS, TABLE_1, ApolloPartitioner, FeedbackStore
 from ..partitioners.apollo.micro_graphs import composition_pattern, extract_subgraphs, op_name
 from ..partitioners.apollo.rules import RuleLevel
@@ -56,37 +60,6 @@ MAX_FEEDBACK_ROUNDS = 16
 # A downstream check: (module with the group as its main function, composition pattern) ->
 # None when it compiles, else the reason it does not.
 DownstreamCheck = Callable[[tvm.IRModule, str], "str | None"]
-
-
-def group_module(mod: tvm.IRModule, graph: DataflowGraph, group: Sequence[int]) -> tvm.IRModule:
-    """A module whose ``main`` runs exactly the bindings of ``group`` (inputs become parameters),
-    with the PrimFuncs they call: what the downstream compiler is asked to compile for one group."""
-    members = sorted(group)
-    bindings = [graph.bindings[i] for i in members]
-    defined = {b.var for b in bindings}
-    inputs = []
-    for b in bindings:
-        for v in relax.analysis.free_vars(b.value):
-            if v not in defined and v not in inputs:
-                inputs.append(v)
-    outputs = [graph.bindings[i].var for i in members
-               if graph.nodes[i].is_block_output or not set(graph.nodes[i].outputs) <= set(members)]
-    outputs = outputs or [bindings[-1].var]
-    params = [relax.Var(v.name, v.ty) for v in inputs]
-    vmap = dict(zip(inputs, params))
-    bb = relax.BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            for b in bindings:
-                vmap[b.var] = bb.emit(VarRemapper(vmap).visit_expr(b.value), name_hint=b.var.name)
-            result = vmap[outputs[0]] if len(outputs) == 1 else relax.Tuple([vmap[o] for o in outputs])
-            out = bb.emit_output(result)
-        bb.emit_func_output(out)
-    mini = bb.get()
-    for b in bindings:
-        if isinstance(b.value, relax.Call) and isinstance(b.value.args[0], tvm.ir.GlobalVar):
-            mini[b.value.args[0]] = mod[b.value.args[0]]
-    return mini
 
 
 class DownstreamCompiler:
@@ -123,7 +96,7 @@ class DownstreamCompiler:
             return self._compile(mini, loop_fused=static)
         for branch in branches:
             if len(branch) > 1:
-                reason = self(group_module(mini, graph, branch), composition_pattern(graph, branch))
+                reason = self(group_module(graph, branch), composition_pattern(graph, branch))
                 if reason is not None:
                     return f"branch {composition_pattern(graph, branch)}: {reason}"
         return self._compile(mini, loop_fused=False)
@@ -165,6 +138,8 @@ class ApolloFusion:
     read before and written after partitioning (``None``: feedback kept in memory for this run).
     ``spec``: hardware spec (default: that of the current target). ``downstream``: the check each
     group must pass (default :class:`DownstreamCompiler`; ``check_downstream=False`` skips it).
+    ``cost_check``: a group whose kernel is predicted slower than its ops is a failure too (CPU
+    targets; ``profitability`` replaces the check, e.g. with fixed rates).
     ``rules``: Table 1, as rule levels. ``stats`` counts rules fired, stitches, feedback splits and
     Layer II allocations of the last run; ``plans`` keeps its per-block plans (merges with the rule
     that made each, for ``tvm-fusion explain``).
@@ -172,13 +147,16 @@ class ApolloFusion:
 
     def __init__(self, layers: Sequence[str] = LAYERS, feedback_path: str | None = None,
                  spec: HardwareSpec | None = None, downstream: DownstreamCheck | None = None,
-                 rules: Sequence[RuleLevel] = TABLE_1, check_downstream: bool = True):
+                 rules: Sequence[RuleLevel] = TABLE_1, check_downstream: bool = True,
+                 cost_check: bool = True, profitability: ProfitabilityCheck | None = None):
         self.layers = tuple(layers)
         self.feedback_path = feedback_path
         self.spec = spec
         self.downstream = downstream
         self.rules = tuple(rules)
         self.check_downstream = check_downstream
+        self.cost_check = cost_check
+        self.profitability = profitability
         self.stats: Counter = Counter()
         self.checked_patterns: list[str] = []
         self.plans: list = []
@@ -188,6 +166,7 @@ class ApolloFusion:
         spec = self.spec or spec_for_target(target)
         store = FeedbackStore(self.feedback_path)
         check = self.downstream or DownstreamCompiler(target, spec)
+        profit = (self.profitability or profitability_for(target)) if self.cost_check else None
         self.stats = Counter()
         self.checked_patterns = []
         graphs = [graph for gvar, func in non_primitive_functions(mod) if not is_external(func)
@@ -195,7 +174,8 @@ class ApolloFusion:
         for _ in range(MAX_FEEDBACK_ROUNDS):
             partitioner = ApolloPartitioner(spec, self.layers, self.rules, forbidden=store.forbidden())
             plans = {(g.func_name, g.block_index): partitioner.plan(g) for g in graphs}
-            failing = self._check(mod, plans, check, store) if self.check_downstream else {}
+            failing = self._check(plans, check, profit, store) \
+                if self.check_downstream or profit is not None else {}
             if not failing:
                 break
             self.stats["feedback_splits"] += sum(len(f) for f in failing.values())
@@ -205,8 +185,10 @@ class ApolloFusion:
         store.save()
         return MaterializePartition(lambda g: groups.get((g.func_name, g.block_index), []))(mod)
 
-    def _check(self, mod, plans: dict, check: DownstreamCheck, store: FeedbackStore) -> dict:
-        """Groups of each block the downstream compiler rejects (their patterns go to ``store``)."""
+    def _check(self, plans: dict, check: DownstreamCheck, profit: ProfitabilityCheck | None,
+               store: FeedbackStore) -> dict:
+        """Groups of each block the downstream compiler rejects or ``profit`` predicts slower than
+        their ops (their patterns go to ``store``)."""
         failing: dict = {}
         for key, plan in plans.items():
             for group in plan.groups:
@@ -214,7 +196,13 @@ class ApolloFusion:
                     continue
                 pattern = composition_pattern(plan.graph, group)
                 self.checked_patterns.append(pattern)
-                reason = check(group_module(mod, plan.graph, group), pattern)
+                reason = check(group_module(plan.graph, group), pattern) \
+                    if self.check_downstream else None
+                if reason is None and profit is not None:
+                    verdict = profit.verdict(plan.graph, [[n] for n in group])
+                    if not verdict.profitable:
+                        reason = f"slower than its ops: {verdict.describe()}"
+                        self.stats["cost_rejected"] += 1
                 if reason is not None:
                     store.record_failure(pattern, reason, [op_name(plan.graph, n) for n in sorted(group)])
                     failing.setdefault(key, []).append(group)

@@ -20,7 +20,10 @@ Hardware awareness per target (section 3.6):
   kernel generator (the default schedule) has no instance loop and tiles one anchor op per kernel
   (section 4.1); the other reductions of a multi-anchor kernel would run as plain loop nests. A
   sub-graph therefore holds at most one anchor op (conv, matmul, reduction) on CPU targets, with
-  every element-wise op around it that the rules admit; no chains.
+  every element-wise op around it that the rules admit; no chains. With the profitability check
+  on (``cost_check``), a merge the rules allow is made only where the merged kernel is not
+  predicted slower than the SGs' kernels under the default schedule (:mod:`tvm_fusion_ext.cost`);
+  on a DSA the simulator judges the kernels and the check does not apply.
 
 Strategies (Fig. 15, section 5.3): ``graphturbo`` (everything), ``graphturbo-instances`` (no
 across-layer instruction scheduling), ``graphturbo-lb`` (no instance splitting either: sub-graphs
@@ -33,6 +36,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
+from ..cost import ProfitabilityCheck, profitability_for
 from ..hardware.spec import spec_for_target
 from ..ir_utils import is_primitive
 from ..partitioners.graphturbo import GraphTurboPartitioner
@@ -48,15 +52,20 @@ class GraphTurboFusion:
 
     ``lb_bytes`` / ``cores``: override the LB an instance may fill (Algorithm 1) and the cores per
     cluster (Algorithm 4); ``max_ops`` caps a sub-graph's op count (default: no cap on DSA targets,
-    the CPU rule of the module docstring elsewhere); ``options``: Fig. 15's switches.
+    the CPU rule of the module docstring elsewhere); ``options``: Fig. 15's switches;
+    ``cost_check``: merges consult the profitability check on CPU targets (``profitability``
+    replaces it, e.g. with fixed rates).
     """
 
     def __init__(self, lb_bytes: int | None = None, cores: int | None = None,
-                 max_ops: int | None = None, options: KernelOptions | None = None):
+                 max_ops: int | None = None, options: KernelOptions | None = None,
+                 cost_check: bool = True, profitability: ProfitabilityCheck | None = None):
         self.lb_bytes = lb_bytes
         self.cores = cores
         self.max_ops = max_ops
         self.options = options or KernelOptions()
+        self.cost_check = cost_check
+        self.profitability = profitability
         self.plans: list = []
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
@@ -65,8 +74,12 @@ class GraphTurboFusion:
         dsa = target is not None and "dsa" in target.keys
         cores = self.cores or getattr(spec, "cores_per_cluster", spec.num_cores)
         lb = self.lb_bytes or spec.fast_memory_bytes * (spec.num_cores if dsa else 1)
+        profit = None
+        if self.cost_check and not dsa:
+            profit = self.profitability or profitability_for(target)
         partitioner = GraphTurboPartitioner(lb, cores, self.max_ops, self.options,
-                                            single_anchor=not dsa, chain=dsa)
+                                            single_anchor=not dsa, chain=dsa,
+                                            accept=profit.accepts if profit is not None else None)
         out = MaterializePartition(partitioner)(mod)
         self.plans.extend(partitioner.plans)
         kernels = {key: p for block in partitioner.plans for key, p in block.kernels.items()}

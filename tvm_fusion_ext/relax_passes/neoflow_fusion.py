@@ -9,7 +9,9 @@ The strategy, phase by phase:
   capsule convolution);
 * fusion: greedy fusion by best Eq. (4) reward (:class:`GreedyRewardPartitioner` through the shared
   :class:`~.materialize_partition.MaterializePartition`), with ``Pd``, ``Pc``, ``L`` measured on the
-  machine (:func:`~tvm_fusion_ext.hardware.device_costs.load_or_measure`);
+  machine (:func:`~tvm_fusion_ext.hardware.device_costs.load_or_measure`); with the profitability
+  check on (``cost_check``, CPU targets) a merge's reward is the time the cost model predicts it
+  saves on the scheduled kernels (:mod:`tvm_fusion_ext.cost`);
 * the forward/backward coupling: where a fused group's tensor is still needed by other kernels
   (saved for the backward pass), :func:`~tvm_fusion_ext.partitioners.neoflow.recompute_decisions`
   weighs recomputing it in those kernels against keeping it, by the same reward; chosen
@@ -25,6 +27,7 @@ import tvm
 from tvm import relax
 
 from ..analysis.graph import build_graphs
+from ..cost import ProfitabilityCheck, profitability_for
 from ..hardware.device_costs import DeviceCosts, load_or_measure
 from ..ir_utils import VarRemapper, non_primitive_functions
 from ..partitioners.neoflow import (
@@ -45,35 +48,46 @@ class NeoFlowFusion:
 
     ``costs``: the device's Pd/Pc/L; ``None`` loads (or measures and caches) them for the current
     target. ``recompute``: weigh recomputation of coupled tensors (module docstring).
-    ``self.merges`` lists ``(reward, binding names)`` of every merge and ``self.recomputed`` the
+    ``cost_check``: rewards are predicted savings of the scheduled kernels (CPU targets;
+    ``profitability`` replaces the check, e.g. with fixed rates).
+    ``self.merges`` lists ``(reward, binding names)`` of every merge, ``self.rejected`` the pairs the
+    cost model refused (``(predicted saving, binding names)``) and ``self.recomputed`` the
     names of the bindings copied for recomputation, across blocks.
     """
 
     def __init__(self, costs: DeviceCosts | None = None, max_group_size: int = MAX_GROUP_SIZE,
-                 recompute: bool = True):
+                 recompute: bool = True, cost_check: bool = True,
+                 profitability: ProfitabilityCheck | None = None):
         self.costs = costs
         self.max_group_size = max_group_size
         self.recompute = recompute
+        self.cost_check = cost_check
+        self.profitability = profitability
         self.merges: list = []
+        self.rejected: list = []
         self.recomputed: list[str] = []
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        costs = self.costs or load_or_measure(tvm.target.Target.current(allow_none=True))
+        target = tvm.target.Target.current(allow_none=True)
+        costs = self.costs or load_or_measure(target)
         model = RewardModel(costs)
+        profit = (self.profitability or profitability_for(target)) if self.cost_check else None
         if self.recompute:
-            mod = self._apply_recompute(mod, model)
-        partitioner = GreedyRewardPartitioner(model, self.max_group_size)
+            mod = self._apply_recompute(mod, model, profit)
+        partitioner = GreedyRewardPartitioner(model, self.max_group_size, _gain(profit))
         out = MaterializePartition(partitioner)(mod)
         self.merges.extend(partitioner.merges)
+        self.rejected.extend(partitioner.rejected)
         return out
 
-    def _apply_recompute(self, mod: tvm.IRModule, model: RewardModel) -> tvm.IRModule:
+    def _apply_recompute(self, mod: tvm.IRModule, model: RewardModel,
+                         profit: ProfitabilityCheck | None) -> tvm.IRModule:
         mod = mod.clone()
         for gvar, func in non_primitive_functions(mod):
             blocks = list(func.body.blocks) if isinstance(func.body, relax.SeqExpr) else []
             changed = False
             for graph in build_graphs(mod, gvar.name_hint):
-                groups = GreedyRewardPartitioner(model, self.max_group_size)(graph)
+                groups = GreedyRewardPartitioner(model, self.max_group_size, _gain(profit))(graph)
                 decisions = recompute_decisions(graph, groups, model)
                 if decisions:
                     blocks[graph.block_index] = _with_copies(graph, decisions)
@@ -86,6 +100,11 @@ class NeoFlowFusion:
                 mod[gvar] = relax.analysis.remove_all_unused(
                     relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs))
         return mod
+
+
+def _gain(profit: ProfitabilityCheck | None):
+    """The partitioner's ``predicted_gain`` hook: seconds a merge saves, by ``profit``."""
+    return None if profit is None else (lambda graph, parts: profit.verdict(graph, parts).gain_s)
 
 
 def _with_copies(graph, decisions: list[Recompute]) -> relax.DataflowBlock:

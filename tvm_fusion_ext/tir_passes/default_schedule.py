@@ -10,14 +10,22 @@ A rule that raises is treated as declining, so the pass never fails a compile: t
 goes to the next rule, or stays as it was. PrimFuncs that already carry ``tirx.is_scheduled``
 (e.g. from a MetaSchedule database) are left alone; scheduled ones get the attribute.
 ``DefaultSchedule.stats`` counts the functions each rule scheduled (and ``"unscheduled"``).
+
+The default rules' result is remembered per structure (``tvm_ffi.structural_hash`` confirmed by
+``structural_equal``, target and spec): a model's repeated layers are scheduled once, and a kernel
+the profitability check of :mod:`tvm_fusion_ext.cost` already scheduled (through
+:func:`untuned_schedule`) is not scheduled again by the pipeline. Structurally equal PrimFuncs
+compute the same function, so one's schedule is the other's (only names differ).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 
 from ..hardware import HardwareSpec, spec_for_target
@@ -27,7 +35,10 @@ from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
 
 UNSCHEDULED = "unscheduled"
+MEMO_SIZE = 1024  # default-rule results remembered (least recently used dropped first)
 _LOG = logging.getLogger(__name__)
+_MEMO: OrderedDict = OrderedDict()  # (hash, target, spec) -> (func, schedule or None, rule name)
+_MEMO_LOCK = threading.Lock()
 
 
 @register_pass
@@ -54,8 +65,10 @@ class DefaultSchedule:
                 continue
             target = self._target_of(func)
             spec = self.spec or spec_for_target(target)
-            rules = self.rules if self.rules is not None else default_rules(spec)
-            sch, rule_name = _first_applicable(func, target, rules)
+            if self.rules is None:
+                sch, rule_name = _default_applicable(func, target, spec)
+            else:
+                sch, rule_name = _first_applicable(func, target, self.rules)
             self.stats[rule_name] += 1
             if sch is not None:
                 updates[gvar] = sch.mod["main"].with_attr(SCHEDULED_ATTR, True)
@@ -80,8 +93,26 @@ def default_rules(spec: HardwareSpec) -> list:
 
 def untuned_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
     """The ``s_tir.Schedule`` :class:`DefaultSchedule` gives ``func`` (``None`` when every rule
-    declines); MetaSchedule tuning measures its trace as the first record of a kernel."""
-    return _first_applicable(func, target, default_rules(spec_for_target(target)))[0]
+    declines); MetaSchedule tuning measures its trace as the first record of a kernel, and the
+    cost model of :mod:`tvm_fusion_ext.cost` predicts its time. The schedule may be shared with a
+    structurally equal function: read it, never apply primitives to it."""
+    return _default_applicable(func, target, spec_for_target(target))[0]
+
+
+def _default_applicable(func: tirx.PrimFunc, target, spec: HardwareSpec):
+    """:func:`_first_applicable` over :func:`default_rules`, remembered (module docstring)."""
+    key = (tvm_ffi.structural_hash(func), str(target), spec)
+    with _MEMO_LOCK:  # NeoFlow's dynamic runtime schedules from a background thread too
+        hit = _MEMO.get(key)
+        if hit is not None and tvm_ffi.structural_equal(hit[0], func):
+            _MEMO.move_to_end(key)
+            return hit[1], hit[2]
+    sch, rule_name = _first_applicable(func, target, default_rules(spec))
+    with _MEMO_LOCK:
+        _MEMO[key] = (func, sch, rule_name)
+        if len(_MEMO) > MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    return sch, rule_name
 
 
 def _first_applicable(func: tirx.PrimFunc, target, rules):

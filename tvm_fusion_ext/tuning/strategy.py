@@ -26,19 +26,21 @@ from .core import TuneReport
 
 def tune(mod: tvm.IRModule, fusion: str, target: tvm.target.Target, trials: int,
          work_dir: str | None = None, *, runner=None, progress: bool = True,
-         trials_per_iter: int = cpu.TRIALS_PER_ITER, seed: int = 0) -> TuneReport:
+         trials_per_iter: int = cpu.TRIALS_PER_ITER, seed: int = 0,
+         cost_check: bool = True) -> TuneReport:
     """Tune every kernel strategy ``fusion`` makes of ``mod`` with up to ``trials`` measured
     candidates each, into the JSON database in ``work_dir`` (resumed when it has records).
 
     ``runner`` is a MetaSchedule runner (:func:`.cpu.rpc_runner`); ``None`` measures locally.
-    ``target`` should come from :func:`.cpu.tuning_target` (``num-cores`` set).
+    ``target`` should come from :func:`.cpu.tuning_target` (``num-cores`` set). ``cost_check``: as
+    for :func:`~tvm_fusion_ext.pipelines.fusion_pipeline` (compile with the same setting).
     """
     if trials < 1:
         raise ValueError("the trial budget must be at least 1")
     get_strategy(fusion)
     work_dir = work_dir or tempfile.mkdtemp(prefix=f"tvm_fusion_tune_{fusion}_")
     with target:
-        fused = fusion_pipeline(fusion, target)(mod)
+        fused = fusion_pipeline(fusion, target, cost_check)(mod)
     if "dsa" in target.keys:
         if runner is not None:
             raise ValueError("DSA targets are measured by the simulator; an RPC runner does not apply")
@@ -49,6 +51,7 @@ def tune(mod: tvm.IRModule, fusion: str, target: tvm.target.Target, trials: int,
 
 
 def tune_strategy(mod: tvm.IRModule, name: str, target: tvm.target.Target, trials_per_task: int,
-                  work_dir: str | None = None):
+                  work_dir: str | None = None, cost_check: bool = True):
     """``compare --policy tuned``: :func:`tune` without a progress bar; returns the database."""
-    return tune(mod, name, target, trials_per_task, work_dir, progress=False).database
+    return tune(mod, name, target, trials_per_task, work_dir, progress=False,
+                cost_check=cost_check).database

@@ -12,15 +12,21 @@ An SG whose SplitInfo is empty (no split fits LB) never merges. Merges that woul
 between SGs are refused, and so are merges of non-fusible ops; ``max_ops`` (optional) caps an SG's
 size, and ``single_anchor`` lets an SG hold at most one anchor op (an op with a reduction loop:
 conv, matmul, reduction), for code generators that tile one anchor per kernel (the CPU default
-schedule, section 4.1).
+schedule, section 4.1). ``accept`` (optional) has the last word on every merge the rules allow:
+given the SGs being merged, it says whether their union may be one kernel (on CPU targets, the
+profitability check of :mod:`tvm_fusion_ext.cost`: its kernel is not predicted slower than theirs).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .ops import TurboGraph
 from .split_info import MAX_RECOMPUTE_RATIO, Split, best_split, split_info
+
+# Whether SGs (op-id sets) may merge into one kernel; see the module docstring.
+SubgraphCheck = Callable[[list[frozenset[int]]], bool]
 
 
 @dataclass
@@ -34,8 +40,9 @@ class Grouping:
 
 class _Grouper:
     def __init__(self, graph: TurboGraph, lb_bytes: int, max_ops: int | None,
-                 max_recompute: float, single_anchor: bool = False):
+                 max_recompute: float, single_anchor: bool = False, accept: SubgraphCheck | None = None):
         self.graph = graph
+        self.accept = accept
         self.lb = lb_bytes
         self.max_ops = max_ops
         self.max_recompute = max_recompute
@@ -101,7 +108,7 @@ class _Grouper:
         if f1 is None or f2 is None or f2 < f1 or not self._mergeable(union):
             return None
         f = self.factor(union)
-        return union if f is not None and f <= f2 else None
+        return union if f is not None and f <= f2 and self._accepted([first, second]) else None
 
     def rule_ii(self, parts: list[frozenset[int]]) -> frozenset[int] | None:
         factors = [self.factor(p) for p in parts]
@@ -111,7 +118,10 @@ class _Grouper:
         if not self._mergeable(union):
             return None
         f = self.factor(union)
-        return union if f is not None and f <= max(factors) else None
+        return union if f is not None and f <= max(factors) and self._accepted(parts) else None
+
+    def _accepted(self, parts: list[frozenset[int]]) -> bool:
+        return self.accept is None or self.accept(parts)
 
     # ---- Fig. 4 patterns ---------------------------------------------------------------------------
     def straight_merge(self) -> int:
@@ -215,6 +225,6 @@ class _Grouper:
 
 def group_subgraphs(graph: TurboGraph, lb_bytes: int, max_ops: int | None = None,
                     max_recompute: float = MAX_RECOMPUTE_RATIO,
-                    single_anchor: bool = False) -> Grouping:
+                    single_anchor: bool = False, accept: SubgraphCheck | None = None) -> Grouping:
     """Algorithm 2: group ``graph``'s ops into SGs for a local buffer of ``lb_bytes``."""
-    return _Grouper(graph, lb_bytes, max_ops, max_recompute, single_anchor).run()
+    return _Grouper(graph, lb_bytes, max_ops, max_recompute, single_anchor, accept).run()

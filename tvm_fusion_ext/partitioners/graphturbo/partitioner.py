@@ -22,7 +22,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from ...analysis.graph import DataflowGraph, NodeKind
+from ...analysis.graph import DataflowGraph, MergeCheck, NodeKind
 from .binding import BindingResult, infer_bindings
 from .grouping import Grouping, group_subgraphs
 from .instances import InstanceGraph, build_instances, choose_order, order_peak
@@ -50,17 +50,19 @@ class GraphTurboPartitioner:
     ``max_ops`` caps an SG's op count and ``single_anchor`` allows one anchor op per SG (see
     :mod:`.grouping`); ``plans`` collects one
     :class:`BlockPlan` per partitioned block; ``options`` (Fig. 15's switches) go into every
-    sub-graph plan.
+    sub-graph plan. With ``accept`` (the profitability check, CPU targets), a merge Algorithm 2's
+    rules allow is made only where it accepts the SGs' union as one kernel.
     """
 
     def __init__(self, lb_bytes: int, cores: int, max_ops: int | None = None,
                  options: KernelOptions | None = None, single_anchor: bool = False,
-                 chain: bool = False):
+                 chain: bool = False, accept: MergeCheck | None = None):
         self.lb_bytes = lb_bytes
         self.cores = cores
         self.max_ops = max_ops
         self.chain = chain
         self.single_anchor = single_anchor
+        self.accept = accept
         self.options = options or KernelOptions()
         self.plans: list[BlockPlan] = []
 
@@ -72,8 +74,9 @@ class GraphTurboPartitioner:
                           stacklevel=2)
             return []
         tg = from_dataflow_graph(graph)
+        accept = None if self.accept is None else (lambda parts: self.accept(graph, parts))
         grouping = group_subgraphs(tg, self.lb_bytes, self.max_ops,
-                                   single_anchor=self.single_anchor)
+                                   single_anchor=self.single_anchor, accept=accept)
         callees = [str(b.value.args[0].name_hint) if n.kind == NodeKind.CALL_TIR else ""
                    for b, n in zip(graph.bindings, graph.nodes)]
         block = plan(tg, grouping, self.cores, callees, self.options,

@@ -1,0 +1,282 @@
+"""The profitability check every strategy consults (tvm_fusion_ext.cost) and its calibration cache.
+
+The fused kernels here are predicted slower than their parts under the default schedule:
+
+* ``ExpMatmul``: an element-wise ``exp`` prologue fused into a matmul is inlined into the
+  matmul's operand load, so ``exp`` runs once per multiply-add (N times too often) - APOLLO's
+  Layer I, GraphTurbo's straight merge and backward dominator fusion all make this group;
+* ``TwoMatmuls``: two matmuls sharing an input, multiplied together - NeoFlow's greedy Eq. (4)
+  merges everything into one kernel, where only one matmul gets a register tile.
+
+Decisions are asserted under the suite's fixed rates (tests/conftest.py); the calibration-cache
+tests use their own temporary cache directory and an injected calibration.
+"""
+
+import json
+import math
+import time
+import warnings
+
+import numpy as np
+import pytest
+import tvm
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from tvm_fusion_ext.analysis.graph import OpPattern, build_graphs
+from tvm_fusion_ext.cli import main as cli_main
+from tvm_fusion_ext.cost import (
+    KernelCostModel,
+    ProfitabilityCheck,
+    Rates,
+    calibration,
+    fused_kernel,
+    profitability_for,
+)
+from tvm_fusion_ext.cost import model as cost_model
+from tvm_fusion_ext.cost.features import kernel_features
+from tvm_fusion_ext.hardware.device_costs import CACHE_ENV
+from tvm_fusion_ext.pipelines import fusion_pipeline, preprocess_passes
+from tvm_fusion_ext.relax_passes.apollo_fusion import ApolloFusion, apollo_preprocess
+from tvm_fusion_ext.testing import verify
+
+TARGET = tvm.target.Target("llvm")
+_rng = np.random.default_rng(0)
+W1 = _rng.standard_normal((256, 512)).astype("float32") * 0.05
+W2 = _rng.standard_normal((256, 512)).astype("float32") * 0.05
+BIAS = _rng.standard_normal((512,)).astype("float32")
+
+
+@I.ir_module
+class ExpMatmul:
+    @R.function
+    def main(x: R.Tensor((64, 256), "float32")):
+        with R.dataflow():
+            e = R.exp(x)
+            y = R.matmul(e, R.const(W1))
+            R.output(y)
+        return y
+
+
+@I.ir_module
+class TwoMatmuls:
+    @R.function
+    def main(x: R.Tensor((64, 256), "float32")):
+        with R.dataflow():
+            a = R.matmul(x, R.const(W1))
+            b = R.matmul(x, R.const(W2))
+            c = R.multiply(a, b)
+            d = R.add(c, R.const(1.0, "float32"))
+            R.output(d)
+        return d
+
+
+@I.ir_module
+class MatmulBiasRelu:
+    @R.function
+    def main(x: R.Tensor((64, 256), "float32")):
+        with R.dataflow():
+            y = R.matmul(x, R.const(W1))
+            z = R.nn.relu(R.add(y, R.const(BIAS)))
+            R.output(z)
+        return z
+
+
+def _graph(mod):
+    with TARGET:
+        return build_graphs(tvm.transform.Sequential(preprocess_passes())(mod))[0]
+
+
+def _kernels(mod, strategy: str, cost_check: bool) -> int:
+    with TARGET:
+        return verify.count_kernels(fusion_pipeline(strategy, TARGET, cost_check)(mod))
+
+
+# ---- the check itself ---------------------------------------------------------------------------
+def test_recomputing_prologue_is_predicted_slower_and_an_epilogue_faster():
+    check = profitability_for(TARGET)
+    graph = _graph(ExpMatmul)
+    verdict = check.verdict(graph, [[0], [1]])
+    assert not verdict.profitable and verdict.fused_s > 2 * verdict.parts_s, verdict.describe()
+    # exp sits inside the matmul's reduction loop of the fused kernel: N times its own work
+    fused_ops = sum(ops for nest in kernel_features(cost_model.scheduled(fused_kernel(graph, [0, 1]),
+                                                                         TARGET))
+                    for ops in nest.ops.values())
+    assert fused_ops > 5 * 64 * 256 * 512
+
+    graph = _graph(MatmulBiasRelu)
+    fusible = [n.index for n in graph.nodes if n.fusible]
+    verdict = check.verdict(graph, [[n] for n in fusible])
+    assert verdict.profitable and verdict.gain_s > 0, verdict.describe()
+
+
+def test_the_check_is_for_cpu_targets_only():
+    assert profitability_for(TARGET) is not None
+    assert profitability_for(TARGET, enabled=False) is None
+    assert profitability_for(tvm.target.Target("dsa/stcp920")) is None
+    assert profitability_for(tvm.target.Target({"kind": "cuda", "arch": "sm_90"})) is None
+
+
+# ---- every strategy consults it -----------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["apollo", "graphturbo", "dominator-backward", "dominator-both"])
+def test_exp_prologue_is_fused_by_the_paper_and_split_with_the_check(strategy):
+    assert _kernels(ExpMatmul, strategy, cost_check=False) == 1
+    assert _kernels(ExpMatmul, strategy, cost_check=True) == 2
+
+
+def test_neoflow_keeps_two_matmuls_apart_with_the_check():
+    assert _kernels(TwoMatmuls, "neoflow", cost_check=False) == 1
+    with TARGET:
+        fused = fusion_pipeline("neoflow", TARGET, cost_check=True)(TwoMatmuls)
+    assert verify.count_kernels(fused) == 2
+    for gvar, func in fused.functions_items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            assert "matmul" not in gvar.name_hint.replace("matmul", "", 1), gvar.name_hint
+
+
+def test_apollo_records_the_prediction_as_upward_feedback(tmp_path):
+    path = tmp_path / "feedback.json"
+    with TARGET:
+        tvm.transform.Sequential([*preprocess_passes(), *apollo_preprocess(),
+                                  ApolloFusion(feedback_path=str(path))])(ExpMatmul)
+    failed = json.loads(path.read_text())["failed_patterns"]
+    assert failed and all("slower than its ops" in f["reason"] for f in failed), failed
+
+
+@pytest.mark.parametrize("strategy", ["apollo", "neoflow", "graphturbo", "dominator-both"])
+@pytest.mark.parametrize("mod", [ExpMatmul, TwoMatmuls], ids=["exp_matmul", "two_matmuls"])
+def test_strategies_with_the_check_match_the_unfused_module(strategy, mod):
+    verify.assert_same_as_unfused(mod, strategy)
+
+
+def test_the_cli_takes_no_cost_check():
+    from tvm_fusion_ext.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["compile", "m.onnx", "--target", "llvm", "--fusion", "apollo", "-o", "m.so"],
+                 ["compare", "--model", "mlp"], ["tune", "m.onnx", "--trials", "1", "--work-dir", "w"]):
+        assert parser.parse_args(argv).cost_check is True
+        assert parser.parse_args([*argv, "--no-cost-check"]).cost_check is False
+
+
+# ---- calibration cache --------------------------------------------------------------------------
+FAKE = Rates(launch=3e-6, bandwidth=1e10, parallel=2.0, tiled=2e10, reduce=1e9, vector=8e9, scalar=4e9)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A cache directory of its own and a calibration that counts its calls (no measuring)."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    calls = []
+    monkeypatch.setattr(calibration, "calibrate", lambda: calls.append(1) or FAKE)
+    calibration.forget_loaded()
+    yield tmp_path, calls
+    calibration.forget_loaded()  # the suite's rates come back from the session directory
+
+
+def test_calibration_is_reused_by_a_second_compile(cache_dir):
+    path, calls = cache_dir
+    assert _kernels(TwoMatmuls, "neoflow", cost_check=True) >= 1
+    assert len(calls) == 1 and (path / calibration.CACHE_FILE).exists()
+    calibration.forget_loaded()  # as a new process would
+    assert _kernels(TwoMatmuls, "neoflow", cost_check=True) >= 1
+    assert len(calls) == 1
+    assert calibration.load_or_calibrate() == FAKE
+
+
+def test_deleted_calibration_is_rebuilt_silently(cache_dir):
+    path, calls = cache_dir
+    calibration.load_or_calibrate()
+    (path / calibration.CACHE_FILE).unlink()
+    calibration.forget_loaded()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert calibration.load_or_calibrate() == FAKE
+    assert len(calls) == 2 and not caught
+    assert (path / calibration.CACHE_FILE).exists()
+
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps({"version": 1, "hosts": []}),
+                                     "entry"], ids=["not_json", "wrong_shape", "bad_entry"])
+def test_corrupt_calibration_gives_one_warning_and_is_rebuilt(cache_dir, content):
+    path, calls = cache_dir
+    file = path / calibration.CACHE_FILE
+    if content == "entry":
+        content = json.dumps({"version": 1, "hosts": {calibration.host_key(): {"launch": -1}}})
+    file.write_text(content)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _kernels(TwoMatmuls, "neoflow", cost_check=True) >= 1
+    assert len([w for w in caught if "kernel-cost calibration" in str(w.message)]) == 1
+    assert len(calls) == 1
+    hosts = json.loads(file.read_text())["hosts"]
+    assert Rates.from_json(hosts[calibration.host_key()]) == FAKE
+
+
+def test_predictions_persist_by_structure(cache_dir, monkeypatch):
+    path, _ = cache_dir
+    scheduled = []
+    original = cost_model.untuned_schedule
+    monkeypatch.setattr(cost_model, "untuned_schedule",
+                        lambda func, target: scheduled.append(1) or original(func, target))
+    graph = _graph(TwoMatmuls)
+    check = ProfitabilityCheck(TARGET, FAKE)
+    first = check.verdict(graph, [[0], [1], [2, 3]])
+    count = len(scheduled)
+    assert count >= 3
+    # a new check on a rebuilt graph: every group is remembered, nothing is fused or scheduled
+    again = ProfitabilityCheck(TARGET, FAKE).verdict(_graph(TwoMatmuls), [[0], [1], [2, 3]])
+    assert again == first and len(scheduled) == count
+    # a new process reads the store; a corrupt line costs one warning, not the other entries
+    (store,) = path.glob("predictions-*.jsonl")
+    with store.open("a") as out:
+        out.write("{broken\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fresh = KernelCostModel(TARGET, FAKE, store)
+    assert len(caught) == 1 and len(fresh.cache) == len(check.model.cache)
+    assert all(math.isclose(fresh.cache[k], v) for k, v in check.model.cache.items() if math.isfinite(v))
+
+
+def test_calibrate_command_rewrites_the_entry(cache_dir, capsys):
+    path, calls = cache_dir
+    calibration.load_or_calibrate()
+    assert cli_main(["calibrate"]) == 0
+    assert len(calls) == 2
+    assert str(path / calibration.CACHE_FILE) in capsys.readouterr().out
+
+
+def test_real_calibration_is_short_and_plausible(tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    start = time.perf_counter()
+    rates = calibration.calibrate()
+    assert time.perf_counter() - start < 30
+    values = rates.to_json()
+    assert all(math.isfinite(v) and v > 0 for v in values.values()), values
+    # a register-tiled contraction beats a scalar accumulation chain on any CPU
+    assert rates.tiled > rates.reduce, values
+    assert 1.0 <= rates.parallel <= 64
+
+
+def test_symbolic_shapes_get_no_prediction_and_the_paper_decides():
+    from tvm import relax
+
+    n = tvm.tirx.Var("n", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((n, 256), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.matmul(relax.op.exp(x), relax.const(W1)))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    graph = _graph(bb.get())
+    verdict = profitability_for(TARGET).verdict(graph, [[0], [1]])
+    assert verdict.profitable and verdict.gain_s is None and "symbolic" in verdict.describe()
+
+
+def test_element_wise_groups_get_no_prediction():
+    graph = _graph(MatmulBiasRelu)
+    tail = [n.index for n in graph.nodes if n.fusible and n.pattern <= OpPattern.INJECTIVE]
+    assert len(tail) >= 2
+    verdict = profitability_for(TARGET).verdict(graph, [[n] for n in tail])
+    assert verdict.profitable and verdict.gain_s is None and "element-wise" in verdict.describe()

@@ -1,0 +1,139 @@
+"""Static features of a scheduled PrimFunc: what the cost model of :mod:`.model` reads.
+
+The default CPU schedule (:mod:`tvm_fusion_ext.tir_passes.default_schedule`) leaves one loop nest
+per child statement of the root block. For each nest this module reads, from the scheduled TIR
+alone (nothing is compiled or run):
+
+* the arithmetic of every leaf block, weighted by how many times its loops run it (``ops``; an
+  operation of the stored value counts 1, a call such as ``exp`` counts :data:`CALL_OPS`, loads
+  and index arithmetic count nothing), split by the way the schedule left the block:
+
+  - ``tiled``: a reduction inside a vectorised loop, i.e. a contraction given a register tile
+    (vector accumulators, GraphTurbo section 4.1 / ``register_tile``);
+  - ``reduce``: a reduction with no vectorised loop: a scalar accumulation chain (a contraction
+    the schedule could not tile);
+  - ``vector``: any other block inside a vectorised loop;
+  - ``scalar``: the rest;
+
+  and whether a parallel loop encloses it (then its work is spread over the cores);
+* the bytes of the buffers the nest touches that live in memory (function parameters and
+  ``global`` buffers of the root block; intermediates the schedule moved into a tile are
+  ``local`` and cost nothing), each buffer counted once per nest.
+
+Blocks marked for weight pre-packing (``meta_schedule.layout_rewrite_preproc``) are left out:
+the CPU pipeline folds them at compile time (``SplitLayoutRewritePreproc`` + ``FoldConstant``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tvm
+from tvm import s_tir, tirx
+
+from ..tir_passes.analysis import REDUCE
+from ..tir_passes.loop_fusion import LAYOUT_REWRITE_PREPROC
+
+# Arithmetic a call (exp, erf, tanh, sigmoid...) stands for: the polynomial VectorExp / VectorErf
+# evaluate per lane is about this many multiply-adds.
+CALL_OPS = 16
+CLASSES = ("tiled", "reduce", "vector", "scalar")
+_BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.FloorDiv, tirx.FloorMod, tirx.Max, tirx.Min)
+
+
+@dataclass
+class NestFeatures:
+    """One loop nest: ``ops[(class, parallel)]`` weighted operations and ``bytes`` in memory."""
+
+    ops: dict[tuple[str, bool], float] = field(default_factory=dict)
+    bytes: int = 0
+
+    def add(self, kind: str, parallel: bool, ops: float) -> None:
+        self.ops[(kind, parallel)] = self.ops.get((kind, parallel), 0.0) + ops
+
+
+def kernel_features(func: tirx.PrimFunc) -> list[NestFeatures]:
+    """The :class:`NestFeatures` of every loop nest of ``func`` (scheduled or not)."""
+    root = func.body.block if isinstance(func.body, s_tir.SBlockRealize) else None
+    memory = set(func.params)
+    body = func.body
+    if root is not None:
+        memory |= {b for b in root.alloc_buffers if b.scope() == "global"}
+        body = root.body
+    nests = body.seq if isinstance(body, tirx.SeqStmt) else [body]
+    out = []
+    for stmt in nests:
+        nest = NestFeatures()
+        touched: dict[int, int] = {}
+        _walk(stmt, 1.0, False, False, nest, touched, memory)
+        nest.bytes = sum(touched.values())
+        if nest.ops or nest.bytes:
+            out.append(nest)
+    return out
+
+
+def _walk(stmt, trips: float, vectorized: bool, parallel: bool, nest: NestFeatures,
+          touched: dict, memory: set) -> None:
+    if isinstance(stmt, tirx.For):
+        kind = stmt.kind
+        extent = stmt.extent.value if isinstance(stmt.extent, tvm.tirx.IntImm) else 1
+        _walk(stmt.body, trips * extent, vectorized or kind == tirx.ForKind.VECTORIZED,
+              parallel or kind == tirx.ForKind.PARALLEL, nest, touched, memory)
+    elif isinstance(stmt, tirx.SeqStmt):
+        for s in stmt.seq:
+            _walk(s, trips, vectorized, parallel, nest, touched, memory)
+    elif isinstance(stmt, s_tir.SBlockRealize):
+        _block(stmt.block, trips, vectorized, parallel, nest, touched, memory)
+    elif isinstance(stmt, tirx.IfThenElse):
+        _walk(stmt.then_case, trips, vectorized, parallel, nest, touched, memory)
+        if stmt.else_case is not None:
+            _walk(stmt.else_case, trips, vectorized, parallel, nest, touched, memory)
+    elif isinstance(stmt, (tirx.LetStmt, tirx.AttrStmt, tirx.DeclBuffer)):
+        _walk(stmt.body, trips, vectorized, parallel, nest, touched, memory)
+    elif isinstance(stmt, tirx.BufferStore):  # a store outside any block (non-s_tir TIR)
+        nest.add("vector" if vectorized else "scalar", parallel, trips * max(_ops(stmt.value), 1))
+        _touch(stmt.buffer, touched, memory)
+
+
+def _block(block: s_tir.SBlock, trips: float, vectorized: bool, parallel: bool, nest: NestFeatures,
+           touched: dict, memory: set) -> None:
+    if block.annotations and LAYOUT_REWRITE_PREPROC in block.annotations:
+        return
+    for region in [*block.reads, *block.writes]:
+        _touch(region.source, touched, memory)
+    if isinstance(block.body, tirx.BufferStore):
+        reduction = any(iv.iter_type == REDUCE for iv in block.iter_vars)
+        kind = ("tiled" if vectorized else "reduce") if reduction else (
+            "vector" if vectorized else "scalar")
+        nest.add(kind, parallel, trips * max(_ops(block.body.value), 1))
+        return
+    _walk(block.body, trips, vectorized, parallel, nest, touched, memory)
+
+
+def _touch(buffer, touched: dict, memory: set) -> None:
+    if buffer in memory:
+        touched[buffer] = _buffer_bytes(buffer)
+
+
+def _buffer_bytes(buffer) -> int:
+    count = 1
+    for dim in buffer.shape:
+        count *= int(dim) if isinstance(dim, (int, tvm.tirx.IntImm)) else 1
+    return count * max(tvm.runtime.DataType(str(buffer.dtype)).bits // 8, 1)
+
+
+def _ops(expr) -> float:
+    """Arithmetic operations of a stored value (loads and their indices count nothing)."""
+    if isinstance(expr, tvm.ir.TensorLoad):
+        return 0.0
+    if isinstance(expr, _BINARY):
+        return 1.0 + _ops(expr.a) + _ops(expr.b)
+    if isinstance(expr, tirx.Select):
+        return 1.0 + _ops(expr.true_value) + _ops(expr.false_value)
+    if isinstance(expr, tirx.Cast):
+        return _ops(expr.value)
+    if isinstance(expr, tvm.ir.Call):
+        name = str(getattr(expr.op, "name", ""))
+        inner = sum(_ops(a) for a in expr.args)
+        return inner + (1.0 if name.endswith("if_then_else") else CALL_OPS)
+    return 0.0
