@@ -171,6 +171,20 @@ def test_layers_reduce_kernels():
     assert _kernels(MultiHead, "apollo") == 2
 
 
+@pytest.mark.parametrize("target", ["dsa/stcp920", {"kind": "cuda", "arch": "sm_90"}])
+def test_off_the_cpu_the_feedback_compiles_groups_as_the_target_does(target):
+    """The downstream compiler of the upward feedback is the target's own (its backend's schedule):
+    on the DSA and on CUDA the layer-norm and softmax chains are stitched into one kernel as on
+    the CPU, instead of every group failing the CPU schedule's build for another target."""
+    resolved = tvm.target.Target(target)
+    for chain in (LayerNormChain, SoftmaxChain):
+        with resolved:
+            fused = fusion_pipeline("apollo-no-parallel", resolved)(chain)
+        assert kernel_traffic(fused).kernels == 1
+    if resolved.kind.name != "cuda":  # running the CUDA build needs a GPU
+        assert_same_as_unfused(SoftmaxChain, "apollo", target=target)
+
+
 def _counting_check(fail_on):
     calls = []
 

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 from tvm import relax
 
+from ..backends.cpu import CPUBackend
+from ..backends.registry import backend_for
+from ..hardware import spec_for_target
 from ..partitioners.graphturbo.kernel_plan import VARIANTS
-from ..relax_passes.apollo_fusion import ApolloFusion, apollo_preprocess
+from ..relax_passes.apollo_fusion import ApolloFusion, DownstreamCompiler, apollo_preprocess
 from ..relax_passes.fuse_ops_dominator import FuseOpsDominator
 from ..relax_passes.graphturbo_fusion import GraphTurboFusion
 from ..relax_passes.neoflow_fusion import NeoFlowFusion
@@ -70,19 +73,30 @@ APOLLO_PREPROCESS_NOTE = ("; extra pre-processing: compound ops opened into prim
                  "parallelism stitching (Layer III), with upward feedback" + APOLLO_PREPROCESS_NOTE,
                  extra_preprocess=apollo_preprocess, cost_checked=True)
 def _apollo(target, cost_check=True):
-    return [ApolloFusion(("I", "II", "III"), cost_check=cost_check)]
+    return [ApolloFusion(("I", "II", "III"), cost_check=cost_check, downstream=_downstream(target))]
 
 
 @register_fusion("apollo-no-parallel", "APOLLO Layers I and II (no parallelism stitching)"
                  + APOLLO_PREPROCESS_NOTE, extra_preprocess=apollo_preprocess, cost_checked=True)
 def _apollo_no_parallel(target, cost_check=True):
-    return [ApolloFusion(("I", "II"), cost_check=cost_check)]
+    return [ApolloFusion(("I", "II"), cost_check=cost_check, downstream=_downstream(target))]
 
 
 @register_fusion("apollo-no-stitch", "APOLLO Layer I only (Table 1 micro-graphs, no stitching)"
                  + APOLLO_PREPROCESS_NOTE, extra_preprocess=apollo_preprocess, cost_checked=True)
 def _apollo_no_stitch(target, cost_check=True):
-    return [ApolloFusion(("I",), cost_check=cost_check)]
+    return [ApolloFusion(("I",), cost_check=cost_check, downstream=_downstream(target))]
+
+
+def _downstream(target) -> DownstreamCompiler | None:
+    """APOLLO's downstream compiler (sections 2 and 5) is the target's own: off the CPU a group is
+    scheduled by its backend's ``untuned`` passes (the DSA staging schedule, dlight's GPU rules),
+    not by the CPU schedule that :class:`ApolloFusion`'s default check uses."""
+    backend = backend_for(target)
+    if isinstance(backend, CPUBackend):
+        return None
+    return DownstreamCompiler(target, spec_for_target(target),
+                              schedule_passes=backend.schedule_passes(target, "untuned"))
 
 
 # ---- NeoFlow (neoflow-training-compilation sections 4.3, 5.1) -----------------------------------

@@ -69,14 +69,20 @@ class DownstreamCompiler:
 
     Results are cached per group (pattern and tensor types), so a pattern repeated across layers
     of a model is compiled once. ``schedule_rules`` replaces the default schedule's rule list.
+    ``schedule_passes``: the target's own scheduling passes (a backend's ``untuned`` schedule, e.g.
+    the DSA staging schedule or dlight's GPU rules), which replace the default CPU schedule: the
+    group is then compiled as that target compiles kernels, and only has to compile in time (the
+    loop-fusion requirement belongs to the CPU schedule).
     """
 
     def __init__(self, target: tvm.target.Target, spec: HardwareSpec,
-                 budget_s: float = DEFAULT_COMPILE_BUDGET_S, schedule_rules: list | None = None):
+                 budget_s: float = DEFAULT_COMPILE_BUDGET_S, schedule_rules: list | None = None,
+                 schedule_passes: list | None = None):
         self.target = target
         self.spec = spec
         self.budget_s = budget_s
         self.schedule_rules = schedule_rules
+        self.schedule_passes = schedule_passes
         self._cache: dict[str, str | None] = {}
 
     def __call__(self, mini: tvm.IRModule, pattern: str) -> str | None:
@@ -115,10 +121,16 @@ class DownstreamCompiler:
                 return f"FuseTIR produced {len(prims)} kernels instead of one"
             (name, prim), = prims.items()
             kernel = tvm.IRModule({name: prim.with_attr("global_symbol", name)})
-            schedule = DefaultSchedule(self.target, self.spec, self.schedule_rules)
-            with self.target:
-                kernel = schedule(kernel)
-                tvm.compile(kernel, target=self.target)
+            if self.schedule_passes is not None:
+                with self.target:
+                    kernel = tvm.transform.Sequential(self.schedule_passes)(kernel)
+                    tvm.compile(kernel, target=self.target)
+                loop_fused = False
+            else:
+                schedule = DefaultSchedule(self.target, self.spec, self.schedule_rules)
+                with self.target:
+                    kernel = schedule(kernel)
+                    tvm.compile(kernel, target=self.target)
             if loop_fused and not schedule.stats[AnchorLoopFusion.__name__]:
                 return f"the loop-fusion pass declined ({', '.join(schedule.stats)} instead)"
         except Exception as err:  # noqa: BLE001 - any downstream failure is feedback, not a crash
