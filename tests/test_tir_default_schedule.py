@@ -10,6 +10,7 @@ from tvm.script import relax as R
 
 from tvm_fusion_ext.hardware import HardwareSpec
 from tvm_fusion_ext.tir_passes import DefaultSchedule, PlainSchedule, default_schedule_pass
+from tvm_fusion_ext.tir_passes.default_schedule import schedule_remarks
 
 SPEC = HardwareSpec("fake", num_cores=2, vector_bytes=16, fast_memory_bytes=2048)
 
@@ -27,6 +28,20 @@ def test_each_function_gets_the_first_applicable_rule():
     assert dict(schedule.stats) == {"AnchorLoopFusion": 1, "PlainSchedule": 1, "unscheduled": 1}
     assert out["softmax"].attrs["tirx.is_scheduled"] and out["scale"].attrs["tirx.is_scheduled"]
     tvm.ir.assert_structural_equal(out["nested"], mod["nested"])
+    # why each rule declined the functions it did not schedule, by function
+    assert "softmax" not in schedule.remarks
+    assert [r.split(":")[0] for r in schedule.remarks["nested"]] == ["AnchorLoopFusion", "PlainSchedule"]
+    assert "nested" in schedule.remarks["nested"][0]
+
+
+def test_remarks_name_a_second_contraction_left_as_a_loop_nest():
+    """What the profitability check reads: the concat's decline, and the contraction of a
+    two-matmul kernel that the register tile does not cover."""
+    remarks = schedule_remarks(fused.conv2d_concat, tvm.target.Target("llvm"))
+    assert remarks and remarks[0].startswith("AnchorLoopFusion: a block declares other regions")
+    two = fused.two_matmuls.with_attr("global_symbol", "main")
+    notes = schedule_remarks(two, tvm.target.Target("llvm"))
+    assert len(notes) == 1 and notes[0].startswith("AnchorLoopFusion:") and "plain loop nest" in notes[0]
 
 
 def test_already_scheduled_functions_are_left_alone():

@@ -232,31 +232,11 @@ def test_declines_nested_blocks():
     assert "nested" in rule.reason
 
 
-@T.prim_func(s_tir=True)
-def _two_matmuls(a: T.Buffer((16, 32), "float32"), w1: T.Buffer((32, 32), "float32"),
-                 w2: T.Buffer((32, 8), "float32"), out: T.Buffer((16, 8), "float32")):
-    """Two chained contractions in one kernel (an MLP without its activation)."""
-    T.func_attr({"tirx.noalias": True})
-    hidden = T.sblock_alloc_buffer((16, 32), "float32")
-    for i, j, k in T.grid(16, 32, 32):
-        with T.sblock("up"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                hidden[vi, vj] = T.float32(0)
-            hidden[vi, vj] = hidden[vi, vj] + a[vi, vk] * w1[vk, vj]
-    for i, j, k in T.grid(16, 8, 32):
-        with T.sblock("down"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                out[vi, vj] = T.float32(0)
-            out[vi, vj] = out[vi, vj] + hidden[vi, vk] * w2[vk, vj]
-
-
 def test_a_second_contraction_is_noted_as_a_plain_loop_nest():
     """A group of two chained matmuls gets one register tile; the schedule says which contraction
     it left as a plain loop nest (a note the profitability check can read), and stays right."""
     rule = AnchorLoopFusion(FAKE_SPEC)
-    sch = rule.apply(_two_matmuls.with_attr("global_symbol", "main"), tvm.target.Target("llvm"), False)
+    sch = rule.apply(fused.two_matmuls.with_attr("global_symbol", "main"), tvm.target.Target("llvm"), False)
     assert sch is not None and rule.reason is None
     assert len(rule.notes) == 1 and "plain loop nest" in rule.notes[0]
     lib = tvm.compile(tvm.IRModule({"main": sch.mod["main"]}), target="llvm")

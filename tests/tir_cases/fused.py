@@ -2,7 +2,8 @@
 """Fused PrimFuncs as stock FuseOps + FuseTIR produce them (small shapes), two hand-fused ones (a
 reduction -> divide chain, APOLLO section 4.2 stitching, and a matmul with a transposed (NT)
 weight), and conv2d -> concat as NeoFlow fuses it (TE's concat block declares only its last
-segment as read). Inputs of the TIR schedule tests."""
+segment as read), and two chained matmuls in one kernel (an MLP without its activation).
+Inputs of the TIR schedule tests."""
 
 
 from tvm.script import tirx as T
@@ -323,3 +324,23 @@ def layer_norm_copy(x: T.Buffer((T.int64(1), T.int64(4), T.int64(32)), "float32"
             T.reads(T_layer_norm[T.int64(0), v_ax0, v_ax1])
             T.writes(T_reshape[v_ax0, v_ax1])
             T_reshape[v_ax0, v_ax1] = T_layer_norm[T.int64(0), v_ax0, v_ax1]
+
+
+@T.prim_func(s_tir=True)
+def two_matmuls(a: T.Buffer((16, 32), "float32"), w1: T.Buffer((32, 32), "float32"),
+                 w2: T.Buffer((32, 8), "float32"), out: T.Buffer((16, 8), "float32")):
+    """Two chained contractions in one kernel (an MLP without its activation)."""
+    T.func_attr({"tirx.noalias": True})
+    hidden = T.sblock_alloc_buffer((16, 32), "float32")
+    for i, j, k in T.grid(16, 32, 32):
+        with T.sblock("up"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                hidden[vi, vj] = T.float32(0)
+            hidden[vi, vj] = hidden[vi, vj] + a[vi, vk] * w1[vk, vj]
+    for i, j, k in T.grid(16, 8, 32):
+        with T.sblock("down"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                out[vi, vj] = T.float32(0)
+            out[vi, vj] = out[vi, vj] + hidden[vi, vk] * w2[vk, vj]

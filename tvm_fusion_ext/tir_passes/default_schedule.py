@@ -9,7 +9,10 @@ objects, each returning a schedule or ``None`` to decline, tried per PrimFunc un
 A rule that raises is treated as declining, so the pass never fails a compile: the function then
 goes to the next rule, or stays as it was. PrimFuncs that already carry ``tirx.is_scheduled``
 (e.g. from a MetaSchedule database) are left alone; scheduled ones get the attribute.
-``DefaultSchedule.stats`` counts the functions each rule scheduled (and ``"unscheduled"``).
+``DefaultSchedule.stats`` counts the functions each rule scheduled (and ``"unscheduled"``);
+``DefaultSchedule.remarks`` keeps, per function, why rules declined it and what the rule that
+scheduled it left undone (:class:`.rule_base.SpecScheduleRule`'s ``reason`` and ``notes``), and
+:func:`schedule_remarks` gives the same for one function.
 
 The default rules' result is remembered per structure (``tvm_ffi.structural_hash`` confirmed by
 ``structural_equal``, target and spec): a model's repeated layers are scheduled once, and a kernel
@@ -37,7 +40,7 @@ from .plain_schedule import PlainSchedule
 UNSCHEDULED = "unscheduled"
 MEMO_SIZE = 1024  # default-rule results remembered (least recently used dropped first)
 _LOG = logging.getLogger(__name__)
-_MEMO: OrderedDict = OrderedDict()  # (hash, target, spec) -> (func, schedule or None, rule name)
+_MEMO: OrderedDict = OrderedDict()  # (hash, target, spec) -> (func, schedule or None, rule, remarks)
 _MEMO_LOCK = threading.Lock()
 
 
@@ -57,6 +60,7 @@ class DefaultSchedule:
         self.spec = spec
         self.rules = rules
         self.stats: Counter = Counter()
+        self.remarks: dict[str, list[str]] = {}
 
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         updates = {}
@@ -66,10 +70,13 @@ class DefaultSchedule:
             target = self._target_of(func)
             spec = self.spec or spec_for_target(target)
             if self.rules is None:
-                sch, rule_name = _default_applicable(func, target, spec)
+                sch, rule_name, remarks = _default_applicable(func, target, spec)
             else:
-                sch, rule_name = _first_applicable(func, target, self.rules)
+                sch, rule_name, remarks = _first_applicable(func, target, self.rules)
             self.stats[rule_name] += 1
+            if remarks:
+                self.remarks[gvar.name_hint] = remarks
+                _LOG.debug("%s (%s): %s", gvar.name_hint, rule_name, "; ".join(remarks))
             if sch is not None:
                 updates[gvar] = sch.mod["main"].with_attr(SCHEDULED_ATTR, True)
         return with_functions(mod, updates)
@@ -99,6 +106,13 @@ def untuned_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
     return _default_applicable(func, target, spec_for_target(target))[0]
 
 
+def schedule_remarks(func: tirx.PrimFunc, target: tvm.target.Target) -> list[str]:
+    """``"Rule: why"`` for each default rule that declined ``func`` before one scheduled it, and
+    ``"Rule: what"`` for what the scheduling rule left undone (a contraction kept as a plain
+    loop nest); empty for a kernel the first rule schedules whole."""
+    return _default_applicable(func, target, spec_for_target(target))[2]
+
+
 def _default_applicable(func: tirx.PrimFunc, target, spec: HardwareSpec):
     """:func:`_first_applicable` over :func:`default_rules`, remembered (module docstring)."""
     key = (tvm_ffi.structural_hash(func), str(target), spec)
@@ -106,23 +120,28 @@ def _default_applicable(func: tirx.PrimFunc, target, spec: HardwareSpec):
         hit = _MEMO.get(key)
         if hit is not None and tvm_ffi.structural_equal(hit[0], func):
             _MEMO.move_to_end(key)
-            return hit[1], hit[2]
-    sch, rule_name = _first_applicable(func, target, default_rules(spec))
+            return hit[1], hit[2], hit[3]
+    sch, rule_name, remarks = _first_applicable(func, target, default_rules(spec))
     with _MEMO_LOCK:
-        _MEMO[key] = (func, sch, rule_name)
+        _MEMO[key] = (func, sch, rule_name, remarks)
         if len(_MEMO) > MEMO_SIZE:
             _MEMO.popitem(last=False)
-    return sch, rule_name
+    return sch, rule_name, remarks
 
 
 def _first_applicable(func: tirx.PrimFunc, target, rules):
-    """``(schedule, rule name)`` of the first rule that applies, or ``(None, UNSCHEDULED)``."""
+    """``(schedule, rule name, remarks)`` of the first rule that applies, or ``(None,
+    UNSCHEDULED, remarks)``; remarks as :func:`schedule_remarks` gives them."""
+    remarks = []
     for rule in rules:
+        name = type(rule).__name__
         try:
             sch = rule.apply(func, target, False)
-        except Exception:  # noqa: BLE001 - any failure means "decline"; never fail a compile
-            _LOG.debug("rule %s declined after an error", type(rule).__name__, exc_info=True)
+        except Exception as err:  # noqa: BLE001 - any failure means "decline"; never fail a compile
+            _LOG.debug("rule %s declined after an error", name, exc_info=True)
+            remarks.append(f"{name}: raised {type(err).__name__}")
             continue
         if sch is not None:
-            return sch, type(rule).__name__
-    return None, UNSCHEDULED
+            return sch, name, remarks + [f"{name}: {note}" for note in getattr(rule, "notes", [])]
+        remarks.append(f"{name}: {getattr(rule, 'reason', None) or 'declined'}")
+    return None, UNSCHEDULED, remarks
