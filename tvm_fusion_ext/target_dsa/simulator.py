@@ -81,9 +81,7 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
             src, dst, nbytes = event["src"], event["dst"], int(event["bytes"])
             cycles = math.ceil(Fraction(nbytes) / min(rate[src], rate[dst])) + \
                 int(event["transfers"]) * spec.dma_latency_cycles
-            queue = DMA_IN if _ORDER[dst] > _ORDER[src] else DMA_OUT
-            if spec.dma_engines < 2:
-                queue = DMA_IN
+            queue = DMA_OUT if _ORDER[dst] < _ORDER[src] and spec.dma_engines >= 2 else DMA_IN
             tile_bytes[src] += nbytes
             tile_bytes[dst] += nbytes
         elif kind == "compute":
@@ -99,12 +97,11 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
             raise ValueError(f"unknown event kind {kind!r}")
         queues.append(queue)
         durations.append(cycles)
-    serial = sum(durations)
     if phase["double_buffer"]:
         first, occupancy = _list_schedule(events, queues, durations)
         cycles = first + (per_core - 1) * max(occupancy.values(), default=0)
     else:
-        cycles = per_core * serial
+        cycles = per_core * sum(durations)
     repeat = int(phase.get("repeat", 1))
     if busy is not None:
         for name, value in unit_cycles.items():
