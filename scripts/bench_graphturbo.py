@@ -8,13 +8,14 @@ cycles, throughput (samples/s), bytes moved per level and the buffer-scope count
 (Table 3: kernel outputs and DDR allocations, GB and LB allocations, per inference).
 
 Batch sizes are GraphTurbo Table 2's; images, depths and layer counts are reduced where compile
-time forces it (``BENCH`` below; every reduction is printed with the results). Results are merged
-into ``--json`` (one run per model or strategy is fine), and the markdown tables are printed from
-the merged file:
+time forces it (``BENCH`` below; every reduction is printed with the results); ``--full`` measures
+Table 2's sizes instead (``FULL``). Results are merged into ``--json`` (one run per model or
+strategy is fine), and the markdown tables are printed from the merged file:
 
     .venv/bin/python scripts/bench_graphturbo.py --models resnet50 --json docs/benchmarks/graphturbo.json
     .venv/bin/python scripts/bench_graphturbo.py --models bert_base --fusions stock,graphturbo
     .venv/bin/python scripts/bench_graphturbo.py --report-only --json docs/benchmarks/graphturbo.json
+    .venv/bin/python scripts/bench_graphturbo.py --full --models resnet50 --fusions stock,graphturbo --json full.json
 """
 
 from __future__ import annotations
@@ -41,8 +42,19 @@ BENCH = {
     "vit": ({"batch": 32, "image": 64, "depth": 4}, "images/s",
             "ViT-Ti/16 on 64x64 images (16 patches) with 4 of its 12 layers"),
     "densenet121": ({"batch": 32, "image": 64, "blocks": "2,4,4,2"}, "images/s",
-                    ("224x224 images reduced to 64x64, dense blocks 6,12,24,16 to 2,4,4,2 (at full depth "
-                     "the instance variants took over 50 minutes to compile)")),
+                    "224x224 images reduced to 64x64, dense blocks 6,12,24,16 to 2,4,4,2"),
+}
+# GraphTurbo Table 2's sizes (``--full``): the zoo's published models at Table 2's batch sizes.
+FULL = {
+    "resnet50": ({"batch": 64, "image": 224}, "images/s", "Table 2: ResNet-50, 224x224"),
+    "bert_base": ({"batch": 32, "seq": 128, "layers": 12}, "sentences/s",
+                  "Table 2: BERT-base, 12 layers, sequence 128"),
+    "mobilenet_v2": ({"batch": 128, "image": 224}, "images/s", "Table 2: MobileNetV2, 224x224"),
+    "dlrm": BENCH["dlrm"],
+    "vit": ({"batch": 32, "image": 224, "depth": 12}, "images/s",
+            "Table 2: ViT-Ti/16, 224x224 (196 patches), 12 layers"),
+    "densenet121": ({"batch": 32, "image": 224, "blocks": "6,12,24,16"}, "images/s",
+                    "Table 2: DenseNet-121, 224x224"),
 }
 TARGET = "dsa/stcp920"
 
@@ -67,14 +79,15 @@ def measure(name: str, fusions: list[str], args: dict) -> dict:
     return {"args": model_args, "rows": rows}
 
 
-def report(results: dict) -> str:
-    """Markdown: Fig. 14 (throughput, speedup), Fig. 15 (variants over stock), Table 3."""
+def report(results: dict, sizes: dict = BENCH) -> str:
+    """Markdown: Fig. 14 (throughput, speedup), Fig. 15 (variants over stock), Table 3; ``sizes``
+    (:data:`BENCH` or :data:`FULL`) gives each model's unit and note."""
     lines = [(f"Simulated on `{TARGET}` (`scripts/bench_graphturbo.py`); throughput = batch / "
              "simulated time of one inference."), "",
              "| model | args | unit | stock | graphturbo | speedup | kernels stock / graphturbo |",
              "|---|---|---|---|---|---|---|"]
     for name, res in results.items():
-        rows, unit = res["rows"], BENCH.get(name, ({}, "samples/s", ""))[1]
+        rows, unit = res["rows"], sizes.get(name, ({}, "samples/s", ""))[1]
         if "stock" in rows and "graphturbo" in rows:
             s, g = rows["stock"], rows["graphturbo"]
             lines.append(f"| {name} | {_args(res['args'])} | {unit} | {s['throughput']:.1f} | "
@@ -98,8 +111,9 @@ def report(results: dict) -> str:
             s, g = rows["stock"]["buffers"], rows["graphturbo"]["buffers"]
             lines.append(f"| {name} | {s['ddr']} | {g['ddr']} | {s['ddr'] / max(g['ddr'], 1):.1f}x | "
                          f"{s['gb']} | {g['gb']} | {s['lb']} | {g['lb']} |")
-    notes = [f"* {name}: {BENCH[name][2]}" for name in results if name in BENCH]
-    return "\n".join(lines + ["", "Reduced from GraphTurbo Table 2 for compile time:", *notes])
+    notes = [f"* {name}: {sizes[name][2]}" for name in results if name in sizes]
+    heading = "Sizes:" if sizes is FULL else "Reduced from GraphTurbo Table 2 for compile time:"
+    return "\n".join(lines + ["", heading, *notes])
 
 
 def _args(args: dict) -> str:
@@ -108,7 +122,9 @@ def _args(args: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(BENCH), help="comma-separated zoo models")
+    parser.add_argument("--models", default=None, help="comma-separated zoo models (default: all)")
+    parser.add_argument("--full", action="store_true",
+                        help="GraphTurbo Table 2's sizes (FULL) instead of the reduced ones (BENCH)")
     parser.add_argument("--fusions", default=",".join(FUSIONS), help="comma-separated strategies")
     parser.add_argument("--model-arg", action="append", default=[],
                         help="MODEL:KEY=VALUE overriding a benchmark size")
@@ -116,6 +132,7 @@ def main() -> None:
                         help="results file, merged with what it already holds")
     parser.add_argument("--report-only", action="store_true", help="print the tables, measure nothing")
     args = parser.parse_args()
+    sizes = FULL if args.full else BENCH
     path = Path(args.json)
     results = json.loads(path.read_text()) if path.exists() else {}
     if not args.report_only:
@@ -126,17 +143,17 @@ def main() -> None:
             if not model or not key or not value:
                 raise SystemExit(f"--model-arg {item!r} is not MODEL:KEY=VALUE")
             overrides.setdefault(model, {})[key] = value
-        for name in filter(None, args.models.split(",")):
-            if name not in BENCH and name not in overrides:
+        for name in filter(None, (args.models or ",".join(sizes)).split(",")):
+            if name not in sizes and name not in overrides:
                 raise SystemExit(f"no benchmark size for {name!r}; give --model-arg {name}:KEY=VALUE")
-            sizes = {**BENCH.get(name, ({},))[0], **overrides.get(name, {})}
-            res = measure(name, [f for f in args.fusions.split(",") if f], sizes)
+            model_args = {**sizes.get(name, ({},))[0], **overrides.get(name, {})}
+            res = measure(name, [f for f in args.fusions.split(",") if f], model_args)
             old = results.get(name, {})
             if old.get("args") != res["args"]:
                 old = {}
             results[name] = {"args": res["args"], "rows": {**old.get("rows", {}), **res["rows"]}}
             path.write_text(json.dumps(results, indent=1, sort_keys=True))
-    print(report(results))
+    print(report(results, sizes))
 
 
 if __name__ == "__main__":

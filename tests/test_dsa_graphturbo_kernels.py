@@ -22,7 +22,7 @@ from tvm_fusion_ext.target_dsa import register_dsa_target
 from tvm_fusion_ext.target_dsa.kernel_model import INSTANCES, TILE, kernel_model
 from tvm_fusion_ext.target_dsa.simulator import fits, kernel_cycles, simulate
 from tvm_fusion_ext.target_dsa.spec import PRESETS
-from tvm_fusion_ext.target_dsa.tir_helpers import alloc_buffers
+from tvm_fusion_ext.target_dsa.tir_helpers import alloc_buffers, enclosing_only
 
 SPEC = PRESETS["stcp920"]
 
@@ -348,3 +348,26 @@ def test_a_weight_larger_than_gb_is_split_across_the_clusters():
     y = tvm.runtime.tensor(np.zeros((64, 128), "float32"))
     lib["main"](*(tvm.runtime.tensor(a) for a in (x, w1, w2)), y)
     np.testing.assert_allclose(y.numpy(), np.maximum(x @ w1, 0) @ w2, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("instances", [1, 4])
+def test_a_layer_tile_loop_holds_its_lb_peak(instances):
+    """The layer form checks each layer's tile against LB on that tile loop alone
+    (``tir_helpers.enclosing_only``): every LB buffer lives inside one tile loop, so the kernel's
+    LB peak (GraphTurbo section 4.3, release after last use) is the largest of the loops' peaks,
+    each computed with the same compacted sizes as in the whole kernel."""
+    func = staging.stage_layers(_two_layer_mlp(512, 256, 256), SPEC,
+                                SubgraphPlan(0, 8, (8, 1), (512, 256)), instances=instances)
+    loops = []
+    tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)], order="pre")
+    tiles = [lp for lp in loops if TILE in (lp.annotations or {}) and
+             int(lp.annotations["dsa.cores"]) == SPEC.num_cores]
+    assert len(tiles) >= 2
+    whole = kernel_model(func)["footprint"]
+    models = [kernel_model(enclosing_only(func, lp)) for lp in tiles]
+    assert all(len(m["phases"]) == 1 for m in models)  # the tile loop alone
+    parts = [m["footprint"] for m in models]
+    for key in ("lb_live", "lb_live_double_buffered"):
+        assert whole[key] > 0 and max(p[key] for p in parts) == whole[key]
+    with pytest.raises(ValueError, match="not in the function"):
+        enclosing_only(mlp, tiles[0])

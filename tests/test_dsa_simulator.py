@@ -6,6 +6,7 @@ cluster, DMA latency 10 cycles, launch 100 cycles, vector 8 ops/cycle, VME 32 MA
 Every expected number below is derived in the comments.
 """
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,8 @@ def test_elementwise_chain_stays_in_lb(tiny):
     # ops 4096 (mul) + 2 * 4096 (add, max) = 12288 -> 1536 cycles; the product never leaves LB.
     # L = 1024 + 20 = 1044, S = 512 + 10 = 522; 2 tiles per core, no overlap: 2 * 3102.
     model, prof = _run(hand.ew_chain, tiny)
+    # The product depends on both loads, the add on the product, the store on the add.
+    assert [e.get("deps", []) for e in model["phases"][0]["events"]] == [[], [], [0, 1], [2], [3]]
     assert prof["cycles"] == 100 + 2 * (1044 + 1536 + 522)
     assert prof["ddr_bytes"] == 4 * (32768 + 16384) == prof["lb_bytes"]
     assert prof["gb_bytes"] == 0
@@ -124,3 +127,51 @@ def test_stcp920_gemm_numbers():
 def test_simulation_is_deterministic(tiny):
     first = _run(hand.spill_to_gb, tiny)[1]
     assert all(_run(hand.spill_to_gb, tiny)[1] == first for _ in range(3))
+
+
+def _two_units(deps: list[int], double_buffer: bool = True, tiles: int = 1) -> dict:
+    """A phase of one matrix op (38400 MACs: 300 cycles on the 128-wide MME) and one vector op
+    (4000 ops: 500 cycles on the 8-wide vector unit), the second depending on ``deps``."""
+    vector = {"kind": "compute", "unit_kind": "vector", "ops": 4000}
+    if deps:
+        vector["deps"] = deps
+    return {"name": "k", "buffers": {"ddr": 0, "gb": 0, "lb": 0}, "phases": [{
+        "instances": tiles, "cores": 1, "double_buffer": double_buffer,
+        "events": [{"kind": "compute", "unit_kind": "matrix", "ops": 38400}, vector]}]}
+
+
+def test_independent_units_overlap_dependent_ones_add_up(tiny):
+    # Section 4.4: the MME and the vector unit run side by side when nothing orders them.
+    cycles = {deps: simulate({"k": _two_units(list(deps))}, ["k"], tiny)["cycles"] - 100
+              for deps in ((), (0,))}
+    assert cycles == {(): max(300, 500), (0,): 300 + 500}
+    # Issued one after another (no instruction scheduling), they add up even when independent.
+    assert simulate({"k": _two_units([], double_buffer=False)}, ["k"], tiny)["cycles"] == 100 + 800
+    # Three tiles on one core: the first tile's makespan, then one tile per busiest queue (500).
+    assert simulate({"k": _two_units([], tiles=3)}, ["k"], tiny)["cycles"] == 100 + 500 + 2 * 500
+    assert simulate({"k": _two_units([0], tiles=3)}, ["k"], tiny)["cycles"] == 100 + 800 + 2 * 500
+    busy = simulate({"k": _two_units([], tiles=3)}, ["k"], tiny)["unit_busy"]
+    assert (busy["mme"], busy["vec"]) == (3 * 300, 3 * 500)
+
+
+def test_gemm_beside_an_independent_vector_op(tiny):
+    # 4 row tiles on 2 cores (2 each, both active: DDR 32 B/cycle), latency 10, one DMA engine.
+    # Events of a tile, in program order (deps from T.reads / T.writes):
+    #   0 A_lb 4096 B: 128 + 10 = 138   1 B_lb 4096 B: 138   2 X_lb 8192 B: 256 + 10 = 266
+    #   3 MME 32x32x32 = 32768 / 128 = 256 (after 0, 1)   4 exp(X) * 2: 2 x 2048 / 8 = 512 (after 2)
+    #   5 C 4096 B: 138 (after 3)   6 Y 8192 B: 266 (after 4)
+    # One tile: DMA 0-138, 138-276, 276-542; MME 276-532; vector 542-1054; C on the DMA queue
+    # 542-680; Y 1054-1320. Makespan 1320 (the MME hides behind X's load, C's store behind the
+    # vector op), against 1714 summed. Second tile pipelined: the DMA queue is the busiest,
+    # 138 + 138 + 266 + 138 + 266 = 946 per tile.
+    model, prof = _run(hand.gemm_beside_scale, tiny)
+    assert [e.get("deps", []) for e in model["phases"][0]["events"]] == [[], [], [], [0, 1], [2], [3], [4]]
+    assert prof["cycles"] == 100 + 1320 + 946
+    assert prof["unit_busy"] == {"vec": 4 * 512, "vme": 0, "mme": 4 * 256, "dma": 4 * 946}
+    # Two DMA engines: loads 542 and stores 404 per tile on separate queues, the vector unit's
+    # 512 in between: the steady state is the loads' 542; the first tile is unchanged.
+    two = dataclasses.replace(tiny, dma_engines=2)
+    assert _run(hand.gemm_beside_scale, two)[1]["cycles"] == 100 + 1320 + 542
+    model["phases"][0]["double_buffer"] = False
+    assert simulate({"k": model}, ["k"], tiny)["cycles"] == 100 + 2 * 1714
+

@@ -117,3 +117,55 @@ def spill_to_gb(A: T.Buffer((64, 512), "float32"), O: T.Buffer((64, 512), "float
                 vi = T.axis.spatial(64, i)
                 vj = T.axis.spatial(512, t * 128 + j)
                 O[vi, vj] = O_lb[vi, vj]
+
+
+@T.prim_func(s_tir=True)
+def gemm_beside_scale(A: T.Buffer((128, 32), "float32"), B: T.Buffer((32, 32), "float32"),
+                      X: T.Buffer((128, 64), "float32"), C: T.Buffer((128, 32), "float32"),
+                      Y: T.Buffer((128, 64), "float32")):
+    """C = A @ B on the matrix unit (one 32x32x32 MME call per tile) and, independent of it,
+    Y = exp(X) * 2 on the vector unit; 4 row tiles of 32, double-buffered."""
+    A_lb = T.sblock_alloc_buffer((128, 32), "float32", scope="local.dsa_lb")
+    B_lb = T.sblock_alloc_buffer((32, 32), "float32", scope="local.dsa_lb")
+    C_lb = T.sblock_alloc_buffer((128, 32), "float32", scope="local.dsa_lb")
+    X_lb = T.sblock_alloc_buffer((128, 64), "float32", scope="local.dsa_lb")
+    Y_lb = T.sblock_alloc_buffer((128, 64), "float32", scope="local.dsa_lb")
+    for t in T.serial(4, annotations=TILE):
+        for i, k in T.grid(32, 32):
+            with T.sblock("A_lb"):
+                vi = T.axis.spatial(128, t * 32 + i)
+                vk = T.axis.spatial(32, k)
+                A_lb[vi, vk] = A[vi, vk]
+        for k, j in T.grid(32, 32):
+            with T.sblock("B_lb"):
+                vk, vj = T.axis.remap("SS", [k, j])
+                B_lb[vk, vj] = B[vk, vj]
+        for i, j in T.grid(32, 64):
+            with T.sblock("X_lb"):
+                vi = T.axis.spatial(128, t * 32 + i)
+                vj = T.axis.spatial(64, j)
+                X_lb[vi, vj] = X[vi, vj]
+        with T.sblock("mme"):
+            vt = T.axis.spatial(4, t)
+            T.reads(A_lb[vt * 32:vt * 32 + 32, 0:32], B_lb[0:32, 0:32])
+            T.writes(C_lb[vt * 32:vt * 32 + 32, 0:32])
+            T.evaluate(T.call_extern("int32", "dsa_mme_gemm_f32",
+                                     C_lb.access_ptr("w", offset=vt * 1024),
+                                     A_lb.access_ptr("r", offset=vt * 1024), B_lb.access_ptr("r"),
+                                     32, 32, 32, 32, 32, 32))
+        for i, j in T.grid(32, 64):
+            with T.sblock("scale"):
+                vi = T.axis.spatial(128, t * 32 + i)
+                vj = T.axis.spatial(64, j)
+                Y_lb[vi, vj] = T.exp(X_lb[vi, vj]) * T.float32(2)
+        for i, j in T.grid(32, 32):
+            with T.sblock("C"):
+                vi = T.axis.spatial(128, t * 32 + i)
+                vj = T.axis.spatial(32, j)
+                C[vi, vj] = C_lb[vi, vj]
+        for i, j in T.grid(32, 64):
+            with T.sblock("Y"):
+                vi = T.axis.spatial(128, t * 32 + i)
+                vj = T.axis.spatial(64, j)
+                Y[vi, vj] = Y_lb[vi, vj]
+

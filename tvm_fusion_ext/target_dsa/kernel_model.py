@@ -8,7 +8,10 @@ A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1,
 * a leaf block whose body copies one buffer into another of a different level is a DMA transfer;
   every other leaf block is compute, mapped to a unit kind: ``matrix`` for a call of the matrix
   intrinsic (:mod:`.intrinsics`), ``vmac`` for a multiply-accumulate update, ``vector`` otherwise;
-  compute that reads or writes DDR / GB directly is charged as a ``direct`` access of that level;
+  compute that reads or writes DDR / GB directly carries those bytes as its ``direct`` accesses;
+* the events of one tile keep program order, each listing in ``deps`` the earlier events it must
+  follow (a read or write after another event's write, a write after its read, through the
+  blocks' ``T.reads`` / ``T.writes``): what an instruction scheduler may not reorder (section 4.4);
 * a loop annotated ``dsa.tile`` spreads its iterations (tiles) over ``dsa.cores`` cores; with
   ``dsa.double_buffer`` the DMA of one tile overlaps the compute of another (section 4.4);
 * a top-level loop annotated ``dsa.instances`` runs its body once per sub-graph instance
@@ -98,22 +101,41 @@ def total_ops(model: dict) -> int:
 
 
 class _Phase:
+    """One phase: the events of one tile in program order, each with the earlier events it
+    depends on (GraphTurbo section 4.4: the instruction scheduler may only reorder independent
+    instructions)."""
+
     def __init__(self, repeat: int = 1, group=None):
         self.repeat = repeat
         self.group = group
         self.instances = 1
         self.cores = 1
         self.double_buffer = False
-        self.events: dict[tuple, dict] = {}
+        self.events: list[dict] = []
+        self._writer: dict = {}  # buffer -> index of the last event writing it
+        self._readers: dict = defaultdict(list)  # buffer -> events reading it since that write
 
-    def add(self, key: tuple, **amounts) -> None:
-        event = self.events.setdefault(key, {"kind": key[0], **dict(key[1:]), **dict.fromkeys(amounts, 0)})
-        for field, value in amounts.items():
-            event[field] += value
+    def add(self, event: dict, reads, writes) -> None:
+        """Append ``event`` (one leaf block) reading ``reads`` and writing ``writes``; its
+        ``deps`` are the events it must follow: the last writer of what it reads or writes
+        (read/write after write) and the readers of what it overwrites (write after read)."""
+        index = len(self.events)
+        deps = {self._writer[b] for b in (*reads, *writes) if b in self._writer}
+        for buf in writes:
+            deps.update(self._readers[buf])
+        deps.discard(index)
+        for buf in reads:
+            self._readers[buf].append(index)
+        for buf in writes:
+            self._writer[buf] = index
+            self._readers[buf] = []
+        if deps:
+            event["deps"] = sorted(deps)
+        self.events.append(event)
 
     def as_dict(self) -> dict:
         out = {"instances": self.instances, "cores": self.cores,
-               "double_buffer": self.double_buffer, "events": list(self.events.values())}
+               "double_buffer": self.double_buffer, "events": self.events}
         if self.repeat != 1:
             out["repeat"] = self.repeat
         if self.group is not None and self.group[1]:
@@ -125,7 +147,7 @@ class _Phase:
     def prefetch(self) -> bool:
         """Only DMA into GB: what an overlapped instance loop fetches ahead (section 4.4)."""
         return bool(self.events) and all(e["kind"] == "dma" and e["dst"] == "gb"
-                                         for e in self.events.values())
+                                         for e in self.events)
 
 
 class _Walker:
@@ -251,39 +273,45 @@ class _Walker:
 
     def _leaf(self, block, phase: _Phase, trip: int, seq_trip: int) -> None:
         body = block.body
-        self.touched.append([r.source for r in (*block.reads, *block.writes)
-                             if r.source in self.lb_buffers or r.source in self.tile_gb_buffers
-                             or r.source in self.gb_buffers])
-        for w in block.writes:
-            self._phase_writes.add(w.source)
-            if w.source in self.params:
-                self.written_params.add(w.source)
+        reads = [r.source for r in block.reads]
+        writes = [w.source for w in block.writes]
+        self.touched.append([buf for buf in (*reads, *writes)
+                             if buf in self.lb_buffers or buf in self.tile_gb_buffers
+                             or buf in self.gb_buffers])
+        for buf in writes:
+            self._phase_writes.add(buf)
+            if buf in self.params:
+                self.written_params.add(buf)
         matrix = _matrix_call(body)
         if matrix is not None:
             m, n, k = matrix
-            phase.add(("compute", ("unit_kind", "matrix")), ops=trip * m * n * k)
+            phase.add({"kind": "compute", "unit_kind": "matrix", "ops": trip * m * n * k}, reads, writes)
             return
         # After LowerInitBlock a reduction body is [if (first) init; update]: model the update.
         last = _seq(body)[-1]
         store = last if isinstance(last, tirx.BufferStore) else None
         if store is None:
-            phase.add(("compute", ("unit_kind", "vector")), ops=trip)
+            phase.add({"kind": "compute", "unit_kind": "vector", "ops": trip}, reads, writes)
             return
         dst = level_of(store.buffer.scope())
         value = store.value
         if isinstance(value, tvm.ir.TensorLoad) and level_of(value.source.scope()) != dst:
             src = level_of(value.source.scope())
             nbytes = trip * elem_bytes(store.buffer)
-            phase.add(("dma", ("src", src), ("dst", dst)), bytes=nbytes, transfers=seq_trip)
+            phase.add({"kind": "dma", "src": src, "dst": dst, "bytes": nbytes, "transfers": seq_trip},
+                      reads, writes)
             self.dma_destinations.add(store.buffer)
             return
         ops, mac = _count_ops(store)
-        unit = "vmac" if mac else "vector"
-        phase.add(("compute", ("unit_kind", unit)), ops=trip * max(ops, 1))
+        event = {"kind": "compute", "unit_kind": "vmac" if mac else "vector", "ops": trip * max(ops, 1)}
+        direct: dict[str, int] = defaultdict(int)
         for buf in [store.buffer, *_loaded_buffers(value)]:
             level = level_of(buf.scope())
             if level != "lb":
-                phase.add(("direct", ("level", level)), bytes=trip * elem_bytes(buf))
+                direct[level] += trip * elem_bytes(buf)
+        if direct:
+            event["direct"] = dict(direct)
+        phase.add(event, reads, writes)
 
 
 def read_in_place(block, region) -> bool:

@@ -11,16 +11,26 @@ each core runs ``n = ceil(T / P)`` tiles. One tile's events cost:
   ``r = min(rate(src), rate(dst))``; ``rate(ddr) = ddr_bw / A`` (DDR shared by the active cores),
   ``rate(gb) = gb_bw / min(A, cores_per_cluster)`` (GB shared within a cluster), ``rate(lb) = lb_bw``;
   a DMA towards a faster level (DDR -> GB -> LB) is a *load*, the other way a *store*;
-* compute of ``N`` operations on unit ``U``: ``ceil(N / U.ops_per_cycle)``;
-* a *direct* access of ``B`` bytes to DDR/GB by a compute unit: ``ceil(B / rate(level))``,
-  added to the compute time (the unit stalls).
+* compute of ``N`` operations on unit ``U``: ``ceil(N / U.ops_per_cycle)``, plus for each *direct*
+  access of ``B`` bytes to DDR/GB by the unit ``ceil(B / rate(level))`` (the unit stalls).
 
-With ``L, C, S`` the load, compute and store cycles of a tile, a core spends ``n * (L + C + S)``
-without double buffering, and with it (GraphTurbo section 4.4, Fig. 13: the DMA of the next
-tile hidden behind the current computation) ``L + C + S + (n - 1) * max(C, L + S)`` on one DMA
-engine, ``L + C + S + (n - 1) * max(L, C, S)`` on two or more. A phase inside a sub-graph's
-instance loop (``repeat`` in its model) costs that many times. A kernel takes
-``launch_cycles + sum(phases)``; the program is the sum over its kernel calls.
+Each event goes to a queue (GraphTurbo section 4.4, Fig. 13: DMA and the compute units run
+side by side): ``dma_in`` for loads, ``dma_out`` for stores (one ``dma_in`` queue for both on a
+chip with one DMA engine), and one queue per compute unit (vector, VME, MME, scalar).
+
+Without double buffering (``dsa.double_buffer`` off: instructions issued one after another) a
+core spends ``n * E`` on its ``n`` tiles, ``E`` the sum of one tile's events. With it (the
+section 4.4 instruction scheduler), one tile is list-scheduled: each event starts when its
+queue has finished the events before it in program order and the events in its ``deps`` have
+finished, so independent work on different queues overlaps (a matrix op beside an independent
+vector op takes the longer of the two, a dependent pair their sum); the next tiles are
+pipelined behind it (double-buffered LB), so a core spends ``M + (n - 1) * max_q busy(q)``,
+``M`` the makespan of one tile and ``busy(q)`` one tile's cycles on queue ``q``. For a tile
+whose loads ``L``, compute ``C`` (one unit) and stores ``S`` depend on each other in that
+order this is ``L + C + S + (n - 1) * max(L, C, S)`` on two DMA engines and
+``L + C + S + (n - 1) * max(C, L + S)`` on one. A phase inside a sub-graph's instance loop
+(``repeat`` in its model) costs that many times. A kernel takes ``launch_cycles + sum(phases)``;
+the program is the sum over its kernel calls.
 
 An instance loop with double buffering (the phases of one ``overlap_group``, each repeated ``n``
 times) fetches the next instance's GB data during this instance's other phases (section 4.4):
@@ -39,6 +49,8 @@ from .kernel_model import LEVELS
 from .spec import DSASpec
 
 _ORDER = {level: i for i, level in enumerate(LEVELS)}
+DMA_IN = "dma_in"  # loads towards LB; the only DMA queue on a chip with one DMA engine
+DMA_OUT = "dma_out"  # stores away from LB, on the second DMA engine
 
 
 def phase_cycles(phase: dict, spec: DSASpec, busy: dict | None = None,
@@ -59,46 +71,62 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
         "gb": spec.bytes_per_cycle("gb") / min(active, spec.cores_per_cluster),
         "lb": spec.bytes_per_cycle("lb"),
     }
-    load = store = compute = 0
+    events = phase["events"]
+    queues, durations = [], []
     unit_cycles: dict[str, int] = defaultdict(int)
     tile_bytes: dict[str, int] = defaultdict(int)
-    for event in phase["events"]:
+    for event in events:
         kind = event["kind"]
         if kind == "dma":
             src, dst, nbytes = event["src"], event["dst"], int(event["bytes"])
             cycles = math.ceil(Fraction(nbytes) / min(rate[src], rate[dst])) + \
                 int(event["transfers"]) * spec.dma_latency_cycles
-            if _ORDER[dst] > _ORDER[src]:
-                load += cycles
-            else:
-                store += cycles
+            queue = DMA_OUT if _ORDER[dst] < _ORDER[src] and spec.dma_engines >= 2 else DMA_IN
             tile_bytes[src] += nbytes
             tile_bytes[dst] += nbytes
         elif kind == "compute":
             unit = spec.unit_for(event["unit_kind"])
-            cycles = math.ceil(Fraction(int(event["ops"]), unit.ops_per_cycle))
-            compute += cycles
-            unit_cycles[unit.name] += cycles
-        elif kind == "direct":
-            nbytes = int(event["bytes"])
-            compute += math.ceil(Fraction(nbytes) / rate[event["level"]])
-            tile_bytes[event["level"]] += nbytes
+            own = math.ceil(Fraction(int(event["ops"]), unit.ops_per_cycle))
+            unit_cycles[unit.name] += own
+            cycles = own
+            for level, nbytes in event.get("direct", {}).items():
+                cycles += math.ceil(Fraction(int(nbytes)) / rate[level])
+                tile_bytes[level] += int(nbytes)
+            queue = unit.name
         else:
             raise ValueError(f"unknown event kind {kind!r}")
-    if phase["double_buffer"] and per_core > 1:
-        steady = max(load, compute, store) if spec.dma_engines >= 2 else max(compute, load + store)
-        cycles = load + compute + store + (per_core - 1) * steady
+        queues.append(queue)
+        durations.append(cycles)
+    if phase["double_buffer"]:
+        first, occupancy = _list_schedule(events, queues, durations)
+        cycles = first + (per_core - 1) * max(occupancy.values(), default=0)
     else:
-        cycles = per_core * (load + compute + store)
+        cycles = per_core * sum(durations)
     repeat = int(phase.get("repeat", 1))
     if busy is not None:
         for name, value in unit_cycles.items():
             busy[name] += repeat * tiles * value
-        busy["dma"] += repeat * tiles * (load + store)
+        busy["dma"] += repeat * tiles * sum(d for d, q in zip(durations, queues) if q in (DMA_IN, DMA_OUT))
     if traffic is not None:
         for level, value in tile_bytes.items():
             traffic[level] += repeat * tiles * value
     return cycles
+
+
+def _list_schedule(events: list[dict], queues: list[str], durations: list[int]) -> tuple[int, dict]:
+    """One tile under section 4.4's instruction scheduling: every event goes to its queue's
+    in-order stream and starts once that queue is free and the events in its ``deps`` finished.
+    Returns the tile's makespan and each queue's busy cycles (the per-tile bound of the steady
+    state once tiles are pipelined)."""
+    free: dict[str, int] = defaultdict(int)
+    occupancy: dict[str, int] = defaultdict(int)
+    finish: list[int] = []
+    for event, queue, cycles in zip(events, queues, durations):
+        start = max([free[queue], *(finish[d] for d in event.get("deps", ()))])
+        finish.append(start + cycles)
+        free[queue] = start + cycles
+        occupancy[queue] += cycles
+    return max(finish, default=0), occupancy
 
 
 def kernel_cycles(model: dict, spec: DSASpec, busy: dict | None = None,

@@ -76,3 +76,37 @@ def buffer_bytes(buf) -> int:
     """Bytes of a buffer of static shape."""
     return math.prod(int(d) for d in buf.shape) * elem_bytes(buf)
 
+
+
+def enclosing_only(func: tirx.PrimFunc, target) -> tirx.PrimFunc:
+    """``func`` reduced to ``target`` (a statement of its body) and the loops and blocks enclosing
+    it: every other statement of a sequence on the way is dropped, allocations stay. Buffers
+    touched only inside ``target`` get the same placement and compacted size in the result as in
+    ``func`` (TVM's ``PlanAndUpdateBufferAllocationLocation`` puts them at the lowest common
+    ancestor of their accesses, inside ``target``), so a kernel model of the result describes
+    ``target`` at the cost of its own size rather than the whole function's."""
+    body = _prune(func.body, target)
+    if body is None:
+        raise ValueError("the statement is not in the function")
+    return func.with_body(body)
+
+
+def _prune(stmt, target):
+    """``stmt`` with only the statements enclosing ``target`` (None if it does not hold it)."""
+    if stmt.same_as(target):
+        return stmt
+    if isinstance(stmt, tirx.SeqStmt):
+        return next((kept for kept in (_prune(child, target) for child in stmt.seq)
+                     if kept is not None), None)
+    if isinstance(stmt, tirx.For):
+        body = _prune(stmt.body, target)
+        return None if body is None else tirx.For(
+            stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding,
+            stmt.annotations, stmt.step)
+    if isinstance(stmt, s_tir.SBlockRealize):
+        block = stmt.block
+        body = _prune(block.body, target)
+        return None if body is None else s_tir.SBlockRealize(stmt.iter_values, stmt.predicate, s_tir.SBlock(
+            block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
+            block.alloc_buffers, block.match_buffers, block.annotations))
+    return None

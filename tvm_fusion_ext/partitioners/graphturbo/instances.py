@@ -73,9 +73,10 @@ def build_instances(graph: TurboGraph, grouping: Grouping, labels: list[str] | N
     sg_edges = sorted({(owner[p], owner[c]) for c, op in enumerate(graph.ops) for p in op.inputs
                        if owner[p] != owner[c]})
     for p_sg, c_sg in sg_edges:
+        slices = _aligned_slices(graph, grouping, p_sg, c_sg, splits)
         for i in range(instances[first[p_sg]].count):
             for j in range(instances[first[c_sg]].count):
-                if _redundant(graph, grouping, p_sg, c_sg, i, j, splits):
+                if slices is not None and _disjoint(*slices, i, j):
                     redundant += 1
                     continue
                 pi, cj = first[p_sg] + i, first[c_sg] + j
@@ -84,24 +85,30 @@ def build_instances(graph: TurboGraph, grouping: Grouping, labels: list[str] | N
     return InstanceGraph(instances, redundant)
 
 
-def _redundant(graph: TurboGraph, grouping: Grouping, p_sg: int, c_sg: int, i: int, j: int,
-               splits: list[Split | None]) -> bool:
-    """Whether consumer instance ``j`` of ``c_sg`` reads nothing of producer instance ``i`` of
-    ``p_sg``: the consumer's split reaches the producer's output (:func:`propagate`, match_dim
-    through reshapes and transposes) along the producer's split dimension with no halo, and the
-    two slices, as fractions of their extents, do not overlap."""
+def _aligned_slices(graph: TurboGraph, grouping: Grouping, p_sg: int, c_sg: int,
+                    splits: list[Split | None]) -> tuple[int, int, int, int] | None:
+    """When consumer SG ``c_sg``'s split reaches producer SG ``p_sg``'s output (:func:`propagate`,
+    match_dim through reshapes and transposes) along the producer's split dimension with no halo,
+    ``(producer extent, producer factor, consumer extent, consumer factor)`` along the two split
+    dimensions, from which :func:`_disjoint` tells the redundant instance edges; else None (every
+    instance edge stays)."""
     sp, sc = splits[p_sg], splits[c_sg]
     if sp is None or sc is None:
-        return False
+        return None
     p_out = output_op(graph, grouping.groups[p_sg])
     c_out = output_op(graph, grouping.groups[c_sg])
     need, dim = propagate(graph, grouping.groups[p_sg] + grouping.groups[c_sg], sc.dim,
                           sc.factor)[p_out]
     if dim != sp.dim or need > 1.0 / sc.factor + 1e-9:
-        return False
-    p_extent, c_extent = graph.ops[p_out].shape[sp.dim], graph.ops[c_out].shape[sc.dim]
-    p_lo, p_hi = i * p_extent // sp.factor, (i + 1) * p_extent // sp.factor
-    c_lo, c_hi = j * c_extent // sc.factor, (j + 1) * c_extent // sc.factor
+        return None
+    return graph.ops[p_out].shape[sp.dim], sp.factor, graph.ops[c_out].shape[sc.dim], sc.factor
+
+
+def _disjoint(p_extent: int, p_factor: int, c_extent: int, c_factor: int, i: int, j: int) -> bool:
+    """Whether producer instance ``i``'s slice and consumer instance ``j``'s, as fractions of
+    their extents, do not overlap: the edge between them is redundant (section 3.3, Fig. 6)."""
+    p_lo, p_hi = i * p_extent // p_factor, (i + 1) * p_extent // p_factor
+    c_lo, c_hi = j * c_extent // c_factor, (j + 1) * c_extent // c_factor
     return p_hi * c_extent <= c_lo * p_extent or c_hi * p_extent <= p_lo * c_extent
 
 
@@ -127,26 +134,31 @@ def dfs_order(ig: InstanceGraph, visit: list[int] | None = None) -> list[int]:
     with no in-degree move to ``ready`` (lines 3-4); the last ready instance with zero in-degree is
     scheduled (lines 6-9); its consumers lose a producer and join the end of ``ready`` (lines 10-14).
     """
-    visit = list(visit if visit is not None else bfs_order(ig))
+    # ``visit`` keeps its order as a dict (O(1) removal); ``waiting`` holds what ``ready`` holds.
+    visit_left = dict.fromkeys(visit if visit is not None else bfs_order(ig))
     indegree = [len(inst.producers) for inst in ig.instances]
     ready: list[int] = []
+    waiting: set[int] = set()
     order: list[int] = []
-    while visit:
-        for s in [s for s in visit if indegree[s] == 0]:
+    while visit_left:
+        for s in [s for s in visit_left if indegree[s] == 0]:
             ready.append(s)
-            visit.remove(s)
+            waiting.add(s)
+            del visit_left[s]
         while ready:
             p = len(ready) - 1
             while indegree[ready[p]] != 0:
                 p -= 1
             sgi = ready.pop(p)
+            waiting.discard(sgi)
             order.append(sgi)
             for c in ig.instances[sgi].consumers:
-                if c in visit or c in ready:
+                if c in visit_left or c in waiting:
                     indegree[c] -= 1
-                    if c in visit:
-                        visit.remove(c)
+                    if c in visit_left:
+                        del visit_left[c]
                         ready.append(c)
+                        waiting.add(c)
     return order
 
 
@@ -156,9 +168,14 @@ def order_peak(ig: InstanceGraph, order: list[int]) -> int:
     position = {n: k for k, n in enumerate(order)}
     last = {n: max((position[c] for c in ig.instances[n].consumers), default=position[n])
             for n in order}
-    peak = 0
+    change = [0] * (len(order) + 1)  # an output is live at steps position + 1 .. last
+    for m in order:
+        if last[m] > position[m]:
+            change[position[m] + 1] += ig.instances[m].out_bytes
+            change[last[m] + 1] -= ig.instances[m].out_bytes
+    peak = live = 0
     for k, n in enumerate(order):
-        live = sum(ig.instances[m].out_bytes for m in order[:k] if last[m] >= k)
+        live += change[k]
         peak = max(peak, live + ig.instances[n].footprint)
     return peak
 
