@@ -17,14 +17,22 @@ HELP = "measure the cost model's rates on this machine again and rewrite its cac
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("calibrate", help=HELP, description=HELP)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="TVM threads the parallel rate is measured with (default: TVM_NUM_THREADS, "
+                             "else all logical CPUs, as compare and run use)")
     parser.set_defaults(func=run)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     from ..cost import calibration
+    from ..driver.evaluation import configure_threads
 
+    # Without TVM_NUM_THREADS TVM's pool takes half the logical CPUs on x86, and the parallel
+    # rate would be measured on fewer threads than the models run with.
+    threads = configure_threads(args.threads)
     rates = calibration.load_or_calibrate(refresh=True)
+    print(f"measured with {threads} TVM threads")
     print(f"calibrated {calibration.host_key()}; written to {calibration.cache_path()}")
     for name, value in rates.to_json().items():
         print(f"  {name:10s} {value:.4g}")
