@@ -121,17 +121,12 @@ class DownstreamCompiler:
                 return f"FuseTIR produced {len(prims)} kernels instead of one"
             (name, prim), = prims.items()
             kernel = tvm.IRModule({name: prim.with_attr("global_symbol", name)})
-            if self.schedule_passes is not None:
-                with self.target:
-                    kernel = tvm.transform.Sequential(self.schedule_passes)(kernel)
-                    tvm.compile(kernel, target=self.target)
-                loop_fused = False
-            else:
-                schedule = DefaultSchedule(self.target, self.spec, self.schedule_rules)
-                with self.target:
-                    kernel = schedule(kernel)
-                    tvm.compile(kernel, target=self.target)
-            if loop_fused and not schedule.stats[AnchorLoopFusion.__name__]:
+            schedule = DefaultSchedule(self.target, self.spec, self.schedule_rules) \
+                if self.schedule_passes is None else None
+            with self.target:
+                kernel = tvm.transform.Sequential([schedule] if schedule else self.schedule_passes)(kernel)
+                tvm.compile(kernel, target=self.target)
+            if loop_fused and schedule is not None and not schedule.stats[AnchorLoopFusion.__name__]:
                 return f"the loop-fusion pass declined ({', '.join(schedule.stats)} instead)"
         except Exception as err:  # noqa: BLE001 - any downstream failure is feedback, not a crash
             return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"

@@ -367,6 +367,26 @@ def realize_of(sch: s_tir.Schedule, name: str) -> s_tir.SBlockRealize:
     return next(r for r in found if r.block.name_hint == name)
 
 
+def indexes_trailing(regions, variables: list, extents: list[int]) -> bool:
+    """Whether every region using any of ``variables`` indexes exactly them, in order, in its last
+    dimensions (one element each), with the buffer's extents after the first of them equal to
+    ``extents[1:]``: loops over ``variables`` fused into one walk those buffers contiguously."""
+    count = len(variables)
+    for region in regions:
+        dims = region.region
+        if not any(uses_any(dim.min, variables) for dim in dims):
+            continue
+        if len(dims) < count or any(uses_any(dim.min, variables) for dim in dims[:-count]):
+            return False
+        if not all(dim.min.same_as(var) and is_const_one(dim.extent)
+                   for dim, var in zip(dims[-count:], variables)):
+            return False
+        shape = region.source.shape[len(region.source.shape) - count:]
+        if any(not isinstance(d, tirx.IntImm) or int(d) != e for d, e in zip(shape[1:], extents[1:])):
+            return False
+    return True
+
+
 def try_primitive(primitive, *args, **kwargs) -> bool:
     """Apply one schedule primitive; a ScheduleError leaves the schedule as it was."""
     try:

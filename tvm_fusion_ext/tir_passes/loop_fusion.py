@@ -47,7 +47,7 @@ from .analysis import (
     BlockInfo,
     analyze_blocks,
     choose_tile,
-    is_const_one,
+    indexes_trailing,
     pick_anchor,
     realize_of,
     regions_exact,
@@ -529,34 +529,21 @@ def _vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
 
 def _rows_contiguous(sch: s_tir.Schedule, rv, pair) -> bool:
     """Whether the two spatial loops ``pair`` walk every buffer the block touches contiguously:
-    each is bound to a block variable directly, and every access using them indexes them in its
-    last two dimensions, the last one whole (a feature map's rows and columns)."""
+    each is bound to a whole block variable directly, and every access using them indexes them in
+    its last two dimensions, the last one whole (a feature map's rows and columns)."""
     realize = realize_of(sch, sch.get(rv).name_hint)
-    outer, inner = (sch.get(loop) for loop in pair)
-    if outer.kind != tirx.ForKind.SERIAL or not isinstance(outer.extent, tirx.IntImm):
+    loops = [sch.get(loop) for loop in pair]
+    if loops[0].kind != tirx.ForKind.SERIAL or not isinstance(loops[0].extent, tirx.IntImm):
         return False
-    bound = dict(zip((v.name for v in (outer.loop_var, inner.loop_var)), (None, None)))
-    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-        for loop in (outer, inner):
-            if value.same_as(loop.loop_var):
-                if iv.iter_type != 0 or int(iv.dom.extent) != int(loop.extent):
-                    return False
-                bound[loop.loop_var.name] = iv.var
-    row, column = bound[outer.loop_var.name], bound[inner.loop_var.name]
-    if row is None or column is None:
-        return False
-    for access in [*realize.block.reads, *realize.block.writes]:
-        region = access.region
-        if not uses_any([dim.min for dim in region], [row, column]):
-            continue
-        if (len(region) < 2 or uses_any([dim.min for dim in region[:-2]], [row, column])
-                or not region[-2].min.same_as(row) or not region[-1].min.same_as(column)
-                or not is_const_one(region[-2].extent) or not is_const_one(region[-1].extent)):
+    variables = []
+    for loop in loops:
+        bound = [iv for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+                 if value.same_as(loop.loop_var)]
+        if len(bound) != 1 or bound[0].iter_type != 0 or int(bound[0].dom.extent) != int(loop.extent):
             return False
-        last = access.source.shape[-1]
-        if not isinstance(last, tirx.IntImm) or int(last) != int(inner.extent):
-            return False
-    return True
+        variables.append(bound[0].var)
+    return indexes_trailing([*realize.block.reads, *realize.block.writes], variables,
+                            [int(loop.extent) for loop in loops])
 
 
 def _parallelize_own_nest(sch: s_tir.Schedule, name: str, num_cores: int) -> None:

@@ -6,7 +6,7 @@ import math
 
 from tvm import s_tir, tirx
 
-from .analysis import REDUCE, is_const_one, realize_of, try_primitive, uses_any, vector_factor
+from .analysis import REDUCE, indexes_trailing, realize_of, try_primitive, vector_factor
 
 # Annotation read by TVM's LoopPartition (src/s_tir/transform/loop_partition.cc): the loop is
 # partitioned where its body's ``likely`` condition is constant, so the predicate of a split
@@ -151,15 +151,4 @@ def _contiguous_reduce_loops(sch: s_tir.Schedule, block) -> list | None:
                 or loop.kind != tirx.ForKind.SERIAL):
             return None
     extents = [int(sch.get(rv).extent) for rv in inner]
-    for read in realize.block.reads:
-        if not any(uses_any(dim.min, reduce_vars) for dim in read.region):
-            continue
-        tail = read.region[-count:]
-        if len(read.region) < count or any(uses_any(dim.min, reduce_vars) for dim in read.region[:-count]):
-            return None
-        if not all(dim.min.same_as(var) and is_const_one(dim.extent) for dim, var in zip(tail, reduce_vars)):
-            return None
-        shape = read.source.shape[-count:]
-        if any(not isinstance(d, tirx.IntImm) or int(d) != e for d, e in zip(shape[1:], extents[1:])):
-            return None
-    return inner
+    return inner if indexes_trailing(realize.block.reads, reduce_vars, extents) else None
