@@ -35,6 +35,7 @@ from tvm.script import tirx as T
 from tvm_fusion_ext import fusion_names, fusion_pipeline
 from tvm_fusion_ext.driver.build import build, instrumented
 from tvm_fusion_ext.driver.evaluation import (
+    DEFAULT_REFERENCE_ROWS,
     REFERENCE_ROWS,
     compare,
     configure_threads,
@@ -43,6 +44,7 @@ from tvm_fusion_ext.driver.evaluation import (
     parse_target,
 )
 from tvm_fusion_ext.driver.kernel_times import BUILTINS, called_kernels, contractions, kernel_times
+from tvm_fusion_ext.driver.markdown import replace_section
 from tvm_fusion_ext.hardware import spec_for_target
 from tvm_fusion_ext.pipelines import PHASE_PREFIX
 
@@ -57,7 +59,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=DEFAULT_MODELS, help=f"default: {DEFAULT_MODELS}")
     parser.add_argument("--batches", default="1,8", help="comma-separated batch sizes (default 1,8)")
-    parser.add_argument("--fusion", default=",".join(["none", *fusion_names()[1:], *REFERENCE_ROWS]),
+    parser.add_argument("--fusion", default=",".join(["none", *fusion_names()[1:], *DEFAULT_REFERENCE_ROWS]),
                         help="rows (default: every strategy, torch, onnxruntime)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
@@ -177,20 +179,6 @@ def markdown(results: list[dict], peak: float, command: str, machine: str, commi
     return "\n".join(lines)
 
 
-def write_section(path: str, section: str) -> None:
-    text = ""
-    if os.path.exists(path):
-        with open(path) as f:
-            text = f.read()
-    if SECTION_BEGIN in text and SECTION_END in text:
-        head, rest = text.split(SECTION_BEGIN, 1)
-        text = head + section + rest.split(SECTION_END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    with open(path, "w") as f:
-        f.write(text)
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     threads = configure_threads(args.threads)
@@ -225,7 +213,7 @@ def main(argv=None) -> int:
             json.dump({"peak_gflops": peak, "machine": machine, "commit": commit, "date":
                        datetime.date.today().isoformat(), "results": results}, f, indent=1)
     if args.markdown:
-        write_section(args.markdown, markdown(results, peak, command, machine, commit))
+        replace_section(args.markdown, markdown(results, peak, command, machine, commit), SECTION_BEGIN, SECTION_END)
     return 0
 
 

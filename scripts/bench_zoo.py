@@ -26,14 +26,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tvm_fusion_ext import fusion_names, zoo
-from tvm_fusion_ext.driver.evaluation import REFERENCE_ROWS, machine_description
+from tvm_fusion_ext.driver.evaluation import DEFAULT_REFERENCE_ROWS, machine_description
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(zoo.model_names()),
                         help="comma-separated zoo models (default: the whole zoo)")
-    parser.add_argument("--fusion", default=",".join([*fusion_names(), *REFERENCE_ROWS]),
+    parser.add_argument("--fusion", default=",".join([*fusion_names(), *DEFAULT_REFERENCE_ROWS]),
                         help="rows of every table (default: all registered strategies + torch,onnxruntime)")
     parser.add_argument("--policy", default="untuned", choices=("unscheduled", "untuned", "tuned"))
     parser.add_argument("--import", dest="importer", default="torch", choices=zoo.IMPORTERS)

@@ -21,6 +21,7 @@ from tvm_fusion_ext import zoo
 from tvm_fusion_ext.backends import backend_for
 from tvm_fusion_ext.backends.cuda import CUDABackend
 from tvm_fusion_ext.driver.build import build, instrumented, run
+from tvm_fusion_ext.driver.kernel_times import CUDA_KERNEL_HEAD, device_kernels, device_sources
 from tvm_fusion_ext.hardware import GPUSpec, spec_for_target
 from tvm_fusion_ext.pipelines import PHASE_PREFIX, pipeline
 from tvm_fusion_ext.testing import verify
@@ -102,20 +103,14 @@ def _lowered(mod):
 
 
 def _cuda_source(executable) -> str:
-    def modules(mod):
-        yield mod
-        for sub in mod.imports:
-            yield from modules(sub)
-
-    sources = [m.inspect_source() for m in modules(executable.mod) if m.kind == "cuda"]
-    assert sources, "no CUDA module in the executable: every kernel was compiled for the host"
-    return "\n".join(sources)
+    source = device_sources(executable)
+    assert source, "no CUDA module in the executable: every kernel was compiled for the host"
+    return source
 
 
 def _kernel_bodies(source: str) -> dict[str, str]:
     """Kernel name -> its CUDA definition (declarations skipped)."""
-    heads = list(re.finditer(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\([^)]*\) \{',
-                             source))
+    heads = list(CUDA_KERNEL_HEAD.finditer(source))
     return {m.group(1): source[m.start():heads[i + 1].start() if i + 1 < len(heads) else len(source)]
             for i, m in enumerate(heads)}
 
@@ -158,6 +153,16 @@ def test_every_strategy_builds_verified_gpu_kernels(name, fusion):
     defined = _kernel_bodies(_cuda_source(executable))
     missing = [k for k in kernels if not any(d.startswith(k) for d in defined)]
     assert not missing, f"{name} / {fusion}: kernels missing from the CUDA source: {missing}"
+
+
+def test_device_kernels_name_the_primfunc_behind_every_launch():
+    """``device_kernels`` (what ``compare`` counts launches with) attributes every ``__global__``
+    function of the CUDA source to a scheduled PrimFunc."""
+    scheduled, executable = _build("multi_head", "none")
+    counts = device_kernels(executable)
+    assert sum(counts.values()) == len(_kernel_bodies(_cuda_source(executable)))
+    assert set(counts) <= set(_kernels(scheduled)), sorted(set(counts) - set(_kernels(scheduled)))
+    assert len(counts) >= 2
 
 
 # Kernels no dlight reduction rule takes, so ``Fallback`` reduces serially in each thread: NeoFlow

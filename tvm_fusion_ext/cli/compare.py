@@ -22,7 +22,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_model_arguments(parser, "--model")
     parser.add_argument("--fusion", default="none,stock",
                         help="comma-separated strategies ('all' = every registered one), plus the reference "
-                             "rows torch and onnxruntime")
+                             "rows torch, torch-compile and onnxruntime (on the target's device: a CUDA "
+                             "target runs them on the GPU)")
     parser.add_argument("--target", default="llvm", help="target string or JSON dict")
     add_cost_check_argument(parser)
     parser.add_argument("--policy", choices=POLICIES, default=DEFAULT_POLICY,

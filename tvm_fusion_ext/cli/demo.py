@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"[1/3] {workload.name} on this CPU: every strategy, PyTorch and ONNX Runtime, "
           f"{args.rounds} rounds", flush=True)
-    cpu = evaluation.compare(workload, [*STRATEGIES, *evaluation.REFERENCE_ROWS], "llvm", "untuned",
+    cpu = evaluation.compare(workload, [*STRATEGIES, *evaluation.DEFAULT_REFERENCE_ROWS], "llvm", "untuned",
                              threads=args.threads, rounds=args.rounds)
     print(f"machine: {cpu.machine}")
     print(cpu.table())

@@ -12,9 +12,11 @@ so fusion is the only difference between two rows. Each row reports
   ExportedPrograms, ONNX Runtime for ``.onnx`` files);
 * ``speedup_vs_stock``: the ``stock`` row's latency over this row's (``None`` without a stock row).
 
-The reference rows ``torch`` (PyTorch eager) and ``onnxruntime`` run the same model with the same
-thread count; their kernel and byte fields are ``None`` (and ``compile_s`` is ``None`` for eager
-PyTorch, ONNX Runtime's session creation time otherwise).
+The reference rows ``torch`` (PyTorch eager), ``torch-compile`` (``torch.compile``, Inductor) and
+``onnxruntime`` run the same model with the same thread count, on the target's device: on a GPU
+target PyTorch runs on that GPU and ONNX Runtime with its CUDA execution provider. Their kernel and
+byte fields are ``None``; ``compile_s`` is ``None`` for eager PyTorch and the compile (first call)
+or session creation time otherwise.
 
 ``tuned`` tunes each strategy's own fused kernels with MetaSchedule (the same trial budget per
 task for every strategy) before compiling with the records.
@@ -41,8 +43,11 @@ from ..pipelines import POLICIES, fusion_names, fusion_pipeline, get_strategy
 from ..tuning import tune_strategy, tuning_target
 from .artifacts import bind_onnx_input_shapes, bind_relax_input_shapes
 from .build import build, instrumented, max_abs_error, random_inputs, run, target_device
+from .kernel_times import launches_per_run
 
-REFERENCE_ROWS = ("torch", "onnxruntime")
+REFERENCE_ROWS = ("torch", "torch-compile", "onnxruntime")
+# The reference rows that commands add when no rows are named (torch.compile takes minutes on a CPU).
+DEFAULT_REFERENCE_ROWS = ("torch", "onnxruntime")
 # A model argument ending in one of these is a file (a missing one is "no such file").
 MODEL_FILE_SUFFIXES = (".onnx", ".pt2", ".pt")
 
@@ -237,10 +242,12 @@ class Row:
     dsa: dict | None = None
     # With several timing rounds: each round's median (latency_ms is their median).
     latency_rounds_ms: list[float] | None = None
+    # On a GPU target: device kernels launched per inference (a PrimFunc may launch several).
+    launches: int | None = None
 
     def to_json(self) -> dict:
         row = asdict(self)
-        for key in ("dsa", "latency_rounds_ms"):
+        for key in ("dsa", "latency_rounds_ms", "launches"):
             if row[key] is None:
                 del row[key]
         return row
@@ -320,12 +327,15 @@ def parse_target(text: str | dict | tvm.target.Target) -> tvm.target.Target:
 def compare(workload: Workload, fusions: list[str], target="llvm", policy: str = "untuned",
             threads: int | None = None, min_runs: int = 20, warmup: int = 3, trials_per_task: int = 32,
             work_dir: str | None = None, progress: bool | None = None, rounds: int = 1,
-            cost_check: bool = True) -> Report:
+            cost_check: bool = True, timing_phase: contextlib.AbstractContextManager | None = None
+            ) -> Report:
     """Measure every strategy in ``fusions`` (plus reference rows) on ``workload`` (``cost_check``
     as for :func:`~tvm_fusion_ext.pipelines.pipeline`).
 
     The rows are timed ``rounds`` times in turn (round-robin), and each row's latency is the
     median of its round medians, so that drift on a shared machine hits every row alike.
+    ``timing_phase`` is entered once every row is compiled and left after the last timed run:
+    several processes can compile at once and then time one after another (``scripts/bench_gpu.py``).
     """
     from tqdm import tqdm
 
@@ -341,19 +351,20 @@ def compare(workload: Workload, fusions: list[str], target="llvm", policy: str =
     disable = None if progress is None else not progress
     runners: dict[str, tuple[Callable, Row]] = {}
     for name in tqdm(fusions, desc="compile", unit="row", disable=disable, leave=False):
-        if name == "torch":
-            runners[name] = _torch_row(workload, threads)
+        if name in ("torch", "torch-compile"):
+            runners[name] = _torch_row(workload, threads, target, compiled=name == "torch-compile")
         elif name == "onnxruntime":
-            runners[name] = _onnxruntime_row(workload, threads)
+            runners[name] = _onnxruntime_row(workload, threads, target)
         else:
             runners[name] = _tvm_row(workload, name, target, policy, trials_per_task, work_dir,
                                      cost_check)
     samples: dict[str, list[float]] = {name: [] for name in fusions}
-    for _ in tqdm(range(max(rounds, 1)), desc="time", unit="round", disable=disable, leave=False):
-        for name in fusions:
-            fn, row = runners[name]
-            if row.dsa is None:
-                samples[name].append(measure_latency_ms(fn, warmup=warmup, min_runs=min_runs))
+    with timing_phase or contextlib.nullcontext():
+        for _ in tqdm(range(max(rounds, 1)), desc="time", unit="round", disable=disable, leave=False):
+            for name in fusions:
+                fn, row = runners[name]
+                if row.dsa is None:
+                    samples[name].append(measure_latency_ms(fn, warmup=warmup, min_runs=min_runs))
     rows = []
     for name in fusions:
         row = runners[name][1]
@@ -393,6 +404,7 @@ def _tvm_row(workload: Workload, name: str, target: tvm.target.Target, policy: s
 
         row.dsa = profile(executable, workload.inputs, target)
     if "gpu" in target.keys:  # a GPU call returns before its kernels finish
+        row.launches = launches_per_run(vm, args, device, executable)
         return (lambda: (main(*args), device.sync())), row
     return (lambda: main(*args)), row
 
@@ -411,25 +423,46 @@ class _CaptureFused:
             self.fused = mod
 
 
-def _torch_row(workload: Workload, threads: int) -> tuple[Callable, Row]:
+def _torch_row(workload: Workload, threads: int, target: tvm.target.Target, compiled: bool
+               ) -> tuple[Callable, Row]:
+    """PyTorch eager (or ``torch.compile``'d) on the target's device: a GPU target runs a copy of
+    the module on ``cuda``, synchronising after each call as the TVM rows do."""
+    import copy
+
     import torch
 
     from ..zoo import flatten_outputs
 
+    name = "torch-compile" if compiled else "torch"
     if workload.torch_module is None:
-        raise ValueError(f"{workload.name}: the torch row needs a zoo model or a saved ExportedProgram")
-    module, inputs = workload.torch_module, [torch.from_numpy(x) for x in workload.inputs]
+        raise ValueError(f"{workload.name}: the {name} row needs a zoo model or a saved ExportedProgram")
     torch.set_num_threads(threads)
+    module, inputs = workload.torch_module, [torch.from_numpy(x) for x in workload.inputs]
+    sync = None
+    if "gpu" in target.keys:
+        if target.kind.name != "cuda" or not torch.cuda.is_available():
+            raise ValueError(f"the {name} row on target {target.kind.name} needs PyTorch built for "
+                             f"CUDA and a CUDA GPU (torch.cuda.is_available() is {torch.cuda.is_available()})")
+        module = copy.deepcopy(module).to("cuda")
+        inputs = [x.to("cuda") for x in inputs]
+        sync = torch.cuda.synchronize
+    if compiled:
+        module = torch.compile(module)
 
     def call():
         with torch.no_grad():
-            return module(*inputs)
+            result = module(*inputs)
+        if sync is not None:
+            sync()
+        return result
 
+    start = time.perf_counter()
     error = max_abs_error(flatten_outputs(call()), workload.expected)
-    return call, Row("torch", None, None, None, math.nan, error)
+    compile_s = time.perf_counter() - start if compiled else None
+    return call, Row(name, None, None, compile_s, math.nan, error)
 
 
-def _onnxruntime_row(workload: Workload, threads: int) -> tuple[Callable, Row]:
+def _onnxruntime_row(workload: Workload, threads: int, target: tvm.target.Target) -> tuple[Callable, Row]:
     if workload.onnx_model is None:
         raise ValueError(f"{workload.name}: the onnxruntime row needs a model that exports to ONNX")
     import onnx
@@ -439,21 +472,26 @@ def _onnxruntime_row(workload: Workload, threads: int) -> tuple[Callable, Row]:
     initializers = {init.name for init in graph.initializer}
     names = [value.name for value in graph.input if value.name not in initializers]
     start = time.perf_counter()
-    call = _onnxruntime_session(data, names, workload.inputs, threads)
+    call = _onnxruntime_session(data, names, workload.inputs, threads, gpu="gpu" in target.keys)
     compile_s = time.perf_counter() - start
     error = max_abs_error(call(), workload.expected)
     return call, Row("onnxruntime", None, None, compile_s, math.nan, error)
 
 
 def _onnxruntime_session(data: bytes, names: list[str], inputs: list[np.ndarray],
-                         threads: int | None) -> Callable[[], list]:
-    """A new ONNX Runtime session; the returned ``call()`` runs it on ``inputs``."""
+                         threads: int | None, gpu: bool = False) -> Callable[[], list]:
+    """A new ONNX Runtime session (on the CUDA execution provider with ``gpu``); the returned
+    ``call()`` runs it on ``inputs``."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     if threads:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    provider = "CUDAExecutionProvider" if gpu else "CPUExecutionProvider"
+    if provider not in ort.get_available_providers():
+        raise ValueError(f"the onnxruntime row on a GPU target needs onnxruntime-gpu ({provider} is not "
+                         f"among {ort.get_available_providers()})")
+    session = ort.InferenceSession(data, options, providers=[provider])
     feeds = dict(zip(names, inputs))
     return lambda: session.run(None, feeds)

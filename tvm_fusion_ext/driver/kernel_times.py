@@ -4,6 +4,7 @@ floating-point work of each kernel read off its TIR (for achieved-GFLOP/s tables
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -52,6 +53,39 @@ def kernel_times(vm, args, device, runs: int = 10) -> list[KernelTime]:
         vm.set_instrument(None)
     ranked = sorted(totals, key=totals.get, reverse=True)
     return [KernelTime(name, calls[name] / runs, totals[name] * 1e3 / runs) for name in ranked]
+
+
+# A CUDA kernel definition (not its forward declaration) in TVM's generated source; TVM names the device kernels of PrimFunc
+# ``f`` ``f_kernel``, ``f_kernel_1``, ... (``src/tir/transform/split_host_device.cc``).
+CUDA_KERNEL_HEAD = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\([^)]*\) \{')
+_DEVICE_KERNEL_NAME = re.compile(r"(\w+)_kernel(?:_\d+)?")
+
+
+def device_sources(executable, kind: str = "cuda") -> str:
+    """The generated source of every ``kind`` module an executable imports, concatenated."""
+    def modules(mod):
+        yield mod
+        for sub in mod.imports:
+            yield from modules(sub)
+
+    return "\n".join(m.inspect_source() for m in modules(executable.mod) if m.kind == kind)
+
+
+def device_kernels(executable) -> dict[str, int]:
+    """PrimFunc name -> how many CUDA kernels it launches, read off the executable's CUDA source."""
+    counts: dict[str, int] = defaultdict(int)
+    for name in CUDA_KERNEL_HEAD.findall(device_sources(executable)):
+        match = _DEVICE_KERNEL_NAME.fullmatch(name)
+        counts[match.group(1) if match else name] += 1
+    return dict(counts)
+
+
+def launches_per_run(vm, args, device, executable) -> int:
+    """CUDA kernels launched by one run of ``vm["main"](*args)``: the PrimFuncs it calls, each
+    counted as many times as it has device kernels."""
+    per_func = device_kernels(executable)
+    return round(sum(entry.calls_per_run * per_func.get(entry.name, 0)
+                     for entry in kernel_times(vm, args, device, runs=1)))
 
 
 def called_kernels(mod: tvm.IRModule, func: str = "main") -> list[str]:

@@ -121,4 +121,4 @@ def flatten_outputs(result) -> list[np.ndarray]:
     """A torch output (tensor or nested tuple/list of tensors) as a flat list of numpy arrays."""
     if isinstance(result, (tuple, list)):
         return [array for item in result for array in flatten_outputs(item)]
-    return [result.detach().numpy()]
+    return [result.detach().cpu().numpy()]
