@@ -9,14 +9,18 @@ Each model runs at ``zoo.SMALL_ARGS`` (the test suite's shapes), imported throug
 passes when the compiled outputs are within ``--tol`` of PyTorch eager, relative to each output's
 largest magnitude. Prints one line per (model, target, strategy) as it finishes, then a markdown
 table; exits 1 if any row failed. A DSA target runs its kernels' C code on the host. A target whose
-device this machine lacks (a CUDA target without a GPU) is only built: its rows say "built, not run".
-Targets are names or JSON dicts, comma-separated (commas inside a dict do not split).
+device this machine lacks (a CUDA target without a GPU, or for another architecture than this
+machine's GPU) is only built: its rows say "built, not run". Targets are names or JSON dicts,
+comma-separated (commas inside a dict do not split). ``--jobs`` checks that many models at once, in
+processes of their own.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -43,10 +47,7 @@ def check(name: str, targets: list[str], fusions: list[str], tol: float) -> list
     for text in targets:
         target = tvm.target.Target(json.loads(text) if text.lstrip().startswith("{") else text)
         label = target_label(target, text)
-        try:
-            device = target_device(target)
-        except ValueError:
-            device = None  # build only
+        device = runnable_device(target)
         for fusion in fusions:
             start = time.time()
             row = {"model": name, "target": label, "fusion": fusion}
@@ -65,10 +66,24 @@ def check(name: str, targets: list[str], fusions: list[str], tol: float) -> list
                            failure=f"{type(err).__name__}: {str(err)[:200]}")
             row["seconds"] = round(time.time() - start, 1)
             status = "FAIL " + row["failure"] if not row["ok"] else "ok" if row["ran"] else \
-                "built, not run (no device here)"
+                "built, not run (no device for this target here)"
             print(f"{name:16s} {label:14s} {fusion:12s} {status} ({row['seconds']} s)", flush=True)
             rows.append(row)
     return rows
+
+
+def runnable_device(target: tvm.target.Target):
+    """The device to run ``target``'s code on, or ``None`` where this machine cannot: no such
+    device, or a CUDA GPU of another architecture than the target's (an ``sm_80`` cubin does not
+    load on an ``sm_90`` GPU)."""
+    try:
+        device = target_device(target)
+    except ValueError:
+        return None
+    arch = target.attrs.get("arch") if target.kind.name == "cuda" else None
+    if arch and arch != "sm_" + device.compute_version.replace(".", ""):
+        return None
+    return device
 
 
 def target_label(target: tvm.target.Target, text: str) -> str:
@@ -97,7 +112,7 @@ def markdown(rows: list[dict]) -> str:
              "|---|---|---|---:|---:|---|"]
     for r in rows:
         error = "-" if r["error"] is None else f"{r['error']:.1e}"
-        result = r["failure"] or ("ok" if r["ran"] else "built, not run (no device here)")
+        result = r["failure"] or ("ok" if r["ran"] else "built, not run (no device for this target here)")
         lines.append(f"| {r['model']} | {r['target']} | {r['fusion']} | {error} | {r['seconds']} | {result} |")
     return "\n".join(lines)
 
@@ -109,13 +124,18 @@ def main(argv=None) -> int:
     parser.add_argument("--fusion", default="graphturbo", help="comma-separated strategies")
     parser.add_argument("--tol", type=float, default=1e-4, help="largest relative error allowed")
     parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--jobs", type=int, default=1, help="models checked at once (processes)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.models.split(",")) - set(zoo.model_names()))
     if unknown:
         parser.error(f"unknown zoo models: {', '.join(unknown)}")
-    rows = []
-    for name in args.models.split(","):
-        rows += check(name, split_targets(args.targets), args.fusion.split(","), args.tol)
+    names, targets, fusions = args.models.split(","), split_targets(args.targets), args.fusion.split(",")
+    if args.jobs > 1:
+        with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            per_model = list(pool.map(check, names, *zip(*[(targets, fusions, args.tol)] * len(names))))
+    else:
+        per_model = [check(name, targets, fusions, args.tol) for name in names]
+    rows = [row for model_rows in per_model for row in model_rows]
     print(markdown(rows))
     if args.json:
         with open(args.json, "w") as out:
