@@ -5,7 +5,9 @@ Graph: batch norms after convs folded into the conv weights
 (:class:`~tvm_fusion_ext.relax_passes.fold_batch_norm.FoldBatchNormIntoConv`), then TVM's library
 dispatch for CUDA (sampling, sort and scan ops become TVM's GPU kernels before legalisation).
 Scheduling: ``untuned`` is :class:`~tvm_fusion_ext.tir_passes.unit_iters.DropUnitIters` (dlight
-declines the constant unit bindings the pipelines' simplification leaves), then dlight's GPU rule
+declines the constant unit bindings the pipelines' simplification leaves), then
+:class:`~tvm_fusion_ext.tir_passes.flash_attention.FlashAttention` (a kernel that is exactly
+attention, as NeoFlow groups BERT's, becomes one FlashAttention kernel), then dlight's GPU rule
 chain as TVM's default CUDA pipeline applies it (``Matmul`` (see :class:`SingleOutputOnly`), ``GEMV`` (see
 :class:`DeclineOnAssertion`), ``Reduction``,
 ``GeneralReduction``, ``Fallback``: every kernel gets thread bindings, and ``GeneralReduction``
@@ -28,6 +30,7 @@ from tvm.s_tir import dlight as dl
 from tvm.s_tir.stmt import SBlock
 
 from ..relax_passes.fold_batch_norm import FoldBatchNormIntoConv
+from ..tir_passes.flash_attention import FlashAttention
 from ..tir_passes.unit_iters import DropUnitIters
 from .registry import register_backend
 
@@ -90,7 +93,7 @@ class CUDABackend:
             raise ValueError(f"scheduling policy 'unscheduled' on target {target.kind.name} "
                              f"({target.attrs.get('arch', 'no arch')}): GPU kernels need thread "
                              "bindings to build; use 'untuned' or 'tuned'")
-        rules = (SingleOutputOnly(dl.gpu.Matmul()), DeclineOnAssertion(dl.gpu.GEMV()), dl.gpu.Reduction(),
+        rules = (FlashAttention(), SingleOutputOnly(dl.gpu.Matmul()), DeclineOnAssertion(dl.gpu.GEMV()), dl.gpu.Reduction(),
                  dl.gpu.GeneralReduction(), dl.gpu.Fallback())
         untuned = [DropUnitIters(), dl.ApplyDefaultSchedule(*rules)]
         if policy == "tuned":

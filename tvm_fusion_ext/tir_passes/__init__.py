@@ -2,9 +2,12 @@
 contraction anchors (``register_tile``: GotoBLAS micro-kernels), the plain fallback, the default
 schedule pass built from them, ``VectorErf`` and ``VectorExp`` (float32 erf and exp as
 vectorisable polynomials), ``DropUnitIters`` (trivial block bindings for dlight's GPU
-rules), and APOLLO's reduction canonical forms (section 4.1)."""
+rules), ``FlashAttention`` (an attention kernel as one FlashAttention GPU kernel, recognised by
+``match_attention``), and APOLLO's reduction canonical forms (section 4.1)."""
 
+from .attention_pattern import AttentionPattern, match_attention
 from .default_schedule import DefaultSchedule, default_schedule_pass
+from .flash_attention import FlashAttention, flash_attention_func
 from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
 from .reduction_forms import ReductionForm, canonicalize_reduction, reduction_form
@@ -12,5 +15,6 @@ from .unit_iters import DropUnitIters
 from .vector_erf import VectorErf
 from .vector_exp import VectorExp
 
-__all__ = ["AnchorLoopFusion", "DefaultSchedule", "DropUnitIters", "PlainSchedule", "ReductionForm",
-           "VectorErf", "VectorExp", "canonicalize_reduction", "default_schedule_pass", "reduction_form"]
+__all__ = ["AnchorLoopFusion", "AttentionPattern", "DefaultSchedule", "DropUnitIters", "FlashAttention",
+           "PlainSchedule", "ReductionForm", "VectorErf", "VectorExp", "canonicalize_reduction",
+           "default_schedule_pass", "flash_attention_func", "match_attention", "reduction_form"]
