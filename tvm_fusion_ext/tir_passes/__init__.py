@@ -2,9 +2,13 @@
 contraction anchors (``register_tile``: GotoBLAS micro-kernels), the plain fallback, the default
 schedule pass built from them, ``VectorErf`` and ``VectorExp`` (float32 erf and exp as
 vectorisable polynomials), ``DropUnitIters`` (trivial block bindings for dlight's GPU
-rules), and APOLLO's reduction canonical forms (section 4.1)."""
+rules), APOLLO's reduction canonical forms (section 4.1), and APOLLO's stitching on CUDA:
+``SharedRowReduction`` (memory stitching, section 4.2) and ``GPUParallelStitch`` (parallelism
+stitching, section 4.3)."""
 
 from .default_schedule import DefaultSchedule, default_schedule_pass
+from .gpu_parallel_stitch import GPUParallelStitch
+from .gpu_row_stitch import SharedRowReduction
 from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
 from .reduction_forms import ReductionForm, canonicalize_reduction, reduction_form
@@ -12,5 +16,6 @@ from .unit_iters import DropUnitIters
 from .vector_erf import VectorErf
 from .vector_exp import VectorExp
 
-__all__ = ["AnchorLoopFusion", "DefaultSchedule", "DropUnitIters", "PlainSchedule", "ReductionForm",
-           "VectorErf", "VectorExp", "canonicalize_reduction", "default_schedule_pass", "reduction_form"]
+__all__ = ["AnchorLoopFusion", "DefaultSchedule", "DropUnitIters", "GPUParallelStitch", "PlainSchedule",
+           "ReductionForm", "SharedRowReduction", "VectorErf", "VectorExp", "canonicalize_reduction",
+           "default_schedule_pass", "reduction_form"]
