@@ -14,8 +14,8 @@ shared memory), with APOLLO's stitching on top: memory stitching (section 4.2,
 :class:`~tvm_fusion_ext.tir_passes.gpu_row_stitch.SharedRowReduction` before ``GeneralReduction``:
 the row's re-read inputs in shared memory) and, after the rules, parallelism stitching
 (section 4.3, :class:`~tvm_fusion_ext.tir_passes.gpu_parallel_stitch.GPUParallelStitch`: a
-kernel's independent loop nests in one launch); ``tuned`` first applies the MetaSchedule records of the database in scope and
-gives whatever the database lacks the untuned schedule. ``unscheduled`` is refused with a
+kernel's independent loop nests in one launch); ``tuned`` first applies the MetaSchedule
+records of the database in scope and gives whatever the database lacks the untuned schedule. ``unscheduled`` is refused with a
 ``ValueError``: TVM compiles a kernel without thread bindings into host code, which would read
 the GPU's buffers from the CPU, so there is no unscheduled GPU baseline to compare with. Lowering is TVM's own CUDA dataflow lowering
 and finalisation (static memory planning, CUDA-graph rewriting when
