@@ -4,10 +4,7 @@ H100's limits by TVM's GPU verifier; dlight's ``GeneralReduction`` keeps a layer
 in one kernel with a cross-thread reduction in shared memory. Code is generated and compiled
 here without a GPU; the numerics test runs only where ``tvm.cuda().exist``."""
 
-import functools
 import json
-import re
-import shutil
 
 import numpy as np
 import pytest
@@ -17,64 +14,42 @@ from tvm import s_tir, tirx
 from tvm.s_tir.stmt import SBlock
 
 import tvm_fusion_ext
-from tvm_fusion_ext import zoo
 from tvm_fusion_ext.backends import backend_for
 from tvm_fusion_ext.backends.cuda import CUDABackend
-from tvm_fusion_ext.driver.build import build, instrumented, run
-from tvm_fusion_ext.driver.kernel_times import CUDA_KERNEL_HEAD, device_kernels, device_sources
+from tvm_fusion_ext.driver.build import build, run
+from tvm_fusion_ext.driver.kernel_times import device_kernels
 from tvm_fusion_ext.hardware import GPUSpec, spec_for_target
-from tvm_fusion_ext.pipelines import PHASE_PREFIX, pipeline
+from tvm_fusion_ext.pipelines import pipeline
 from tvm_fusion_ext.testing import verify
+from tvm_fusion_ext.testing.cuda import (
+    H100_LIMITS,
+    MISSING,
+    TARGET,
+    build_for_cuda,
+    cuda_source,
+    kernel_bodies,
+    kernels,
+    launches,
+    lowered,
+    zoo_model,
+)
 
-_MISSING = [what for what, absent in (
-    ("nvcc on PATH", shutil.which("nvcc") is None),
-    ("a TVM built with CUDA (USE_CUDA)", str(tvm.support.libinfo().get("USE_CUDA", "OFF")).upper()
-     in ("OFF", "", "0", "FALSE")),
-) if absent]
 pytestmark = [pytest.mark.zoo, pytest.mark.skipif(
-    bool(_MISSING), reason="the CUDA backend tests need " + " and ".join(_MISSING))]
+    bool(MISSING), reason="the CUDA backend tests need " + " and ".join(MISSING))]
 
-TARGET = {"kind": "cuda", "arch": "sm_90"}
 MODELS = ["resnet18", "bert_base", "apollo_fig3", "layernorm_chain", "softmax_chain", "multi_head",
           "multi_tail"]
-# TVM's GPU verifier with the H100's limits (CUDA C++ Programming Guide, compute capability 9.0).
-# Shared memory: dlight declares static ``__shared__`` arrays, which CUDA caps at 48 KB per block;
-# only dynamic shared memory may grow to 227 KB.
-H100_LIMITS = {"max_shared_memory_per_block": 48 * 1024, "max_threads_per_block": 1024,
-               "max_thread_x": 1024, "max_thread_y": 1024, "max_thread_z": 64, "max_vthread": 8,
-               "max_vector_bytes": 16}
 REL_TOL = 1e-4
 
 
-@tvm.ir.instrument.pass_instrument
-class _KeepScheduled:
-    """The module right after the pipeline's schedule phase."""
-
-    def __init__(self):
-        self.mod = None
-
-    def run_after_pass(self, mod, info):
-        if info.name == PHASE_PREFIX + "schedule":
-            self.mod = mod
-
-
-@functools.cache
 def _model(name):
     pytest.importorskip("torch")
-    return zoo.load(name, zoo.SMALL_ARGS[name])
+    return zoo_model(name)
 
 
-@functools.cache
 def _build(name, fusion):
-    """(scheduled module, executable) of zoo model ``name`` under ``fusion`` for sm_90."""
-    keep = _KeepScheduled()
-    with instrumented(keep):
-        executable = build(_model(name).relax("torch"), fusion, TARGET)
-    return keep.mod, executable
-
-
-def _kernels(mod):
-    return {gv.name_hint: func for gv, func in mod.functions_items() if isinstance(func, tirx.PrimFunc)}
+    _model(name)
+    return build_for_cuda(name, fusion)
 
 
 def _thread_bound(func) -> bool:
@@ -89,30 +64,6 @@ def _reduces(func) -> bool:
     tvm_ffi.structural_walk(func.body, [(SBlock, lambda block: blocks.append(any(
         iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)))], order="pre")
     return any(blocks)
-
-
-def _lowered(mod):
-    """The scheduled kernels through TVM's s_tir lowering (``python/tvm/s_tir/pipeline.py``), where
-    thread extents and shared allocations (cross-thread reductions included) are explicit."""
-    target = tvm.target.Target(TARGET)
-    lower, _, _ = s_tir.pipeline.default_s_tir_pipeline()
-    kernels = {name: func.with_attr("global_symbol", name).with_attr("target", target)
-               for name, func in _kernels(mod).items()}
-    with target:
-        return _kernels(lower(tvm.IRModule(kernels)))
-
-
-def _cuda_source(executable) -> str:
-    source = device_sources(executable)
-    assert source, "no CUDA module in the executable: every kernel was compiled for the host"
-    return source
-
-
-def _kernel_bodies(source: str) -> dict[str, str]:
-    """Kernel name -> its CUDA definition (declarations skipped)."""
-    heads = list(CUDA_KERNEL_HEAD.finditer(source))
-    return {m.group(1): source[m.start():heads[i + 1].start() if i + 1 < len(heads) else len(source)]
-            for i, m in enumerate(heads)}
 
 
 def test_cuda_targets_get_the_cuda_backend_and_the_h100_spec():
@@ -133,35 +84,35 @@ def test_the_unscheduled_policy_is_refused_on_cuda():
 
 def test_the_verifier_is_not_vacuous():
     """The limits are checked: a kernel with 1024 threads or shared memory fails tighter ones."""
-    lowered = _lowered(_build("layernorm_chain", "stock")[0])
+    kernels_lowered = lowered(_build("layernorm_chain", "stock")[0])
     assert not all(s_tir.analysis.verify_gpu_code(f, {**H100_LIMITS, "max_threads_per_block": 16})
-                   for f in lowered.values())
+                   for f in kernels_lowered.values())
     assert not all(s_tir.analysis.verify_gpu_code(f, {**H100_LIMITS, "max_shared_memory_per_block": 16})
-                   for f in lowered.values())
+                   for f in kernels_lowered.values())
 
 
 @pytest.mark.parametrize("fusion", tvm_fusion_ext.fusion_names())
 @pytest.mark.parametrize("name", MODELS)
-def test_every_strategy_builds_verified_gpu_kernels(name, fusion):
+def test_every_strategy_builds_verified_gpukernels(name, fusion):
     scheduled, executable = _build(name, fusion)
-    kernels = _kernels(scheduled)
-    unbound = [k for k, func in kernels.items() if not _thread_bound(func)]
+    scheduled_kernels = kernels(scheduled)
+    unbound = [k for k, func in scheduled_kernels.items() if not _thread_bound(func)]
     assert not unbound, f"{name} / {fusion}: kernels without thread bindings: {unbound}"
-    failing = [k for k, func in _lowered(scheduled).items()
+    failing = [k for k, func in lowered(scheduled).items()
                if not s_tir.analysis.verify_gpu_code(func, H100_LIMITS)]
     assert not failing, f"{name} / {fusion}: kernels over the H100's limits: {failing}"
-    defined = _kernel_bodies(_cuda_source(executable))
-    missing = [k for k in kernels if not any(d.startswith(k) for d in defined)]
+    defined = kernel_bodies(cuda_source(executable))
+    missing = [k for k in scheduled_kernels if not any(d.startswith(k) for d in defined)]
     assert not missing, f"{name} / {fusion}: kernels missing from the CUDA source: {missing}"
 
 
 def test_device_kernels_name_the_primfunc_behind_every_launch():
     """``device_kernels`` (what ``compare`` counts launches with) attributes every ``__global__``
     function of the CUDA source to a scheduled PrimFunc."""
-    scheduled, executable = _build("multi_head", "none")
+    scheduled, executable = build_for_cuda("multi_head", "none")
     counts = device_kernels(executable)
-    assert sum(counts.values()) == len(_kernel_bodies(_cuda_source(executable)))
-    assert set(counts) <= set(_kernels(scheduled)), sorted(set(counts) - set(_kernels(scheduled)))
+    assert sum(counts.values()) == len(kernel_bodies(cuda_source(executable)))
+    assert set(counts) <= set(kernels(scheduled)), sorted(set(counts) - set(kernels(scheduled)))
     assert len(counts) >= 2
 
 
@@ -184,14 +135,14 @@ def test_normalisations_reduce_across_threads_in_shared_memory(name, op, fusion)
     ``__syncthreads()`` between the warps' shuffles, what dlight's ``GeneralReduction`` /
     ``Reduction`` produce through ``LowerThreadAllreduce`` (``_SERIAL`` lists the exceptions)."""
     scheduled, executable = _build(name, fusion)
-    reducing = [k for k, func in _kernels(scheduled).items() if op in k and _reduces(func)]
-    assert reducing, f"{name} / {fusion}: no reducing kernel named after {op} in {sorted(_kernels(scheduled))}"
-    bodies = _kernel_bodies(_cuda_source(executable))
+    reducing = [k for k, func in kernels(scheduled).items() if op in k and _reduces(func)]
+    assert reducing, f"{name} / {fusion}: no reducing kernel named after {op} in {sorted(kernels(scheduled))}"
+    bodies = kernel_bodies(cuda_source(executable))
     for kernel in reducing:
         # A kernel Fallback splits into several launches is ``<name>_kernel``, ``<name>_kernel_1``...
-        launches = [body for k, body in bodies.items() if re.fullmatch(kernel + r"_kernel(_\d+)?", k)]
-        assert launches and all("__shared__" in body and "__syncthreads()" in body for body in launches), \
-            f"{name} / {fusion}: {kernel}"
+        bodies_of_kernel = launches(bodies, kernel).values()
+        assert bodies_of_kernel and all("__shared__" in body and "__syncthreads()" in body
+                                        for body in bodies_of_kernel), f"{name} / {fusion}: {kernel}"
 
 
 @pytest.mark.skipif(not tvm.cuda().exist, reason="no CUDA GPU on this machine (tvm.cuda().exist is false)")

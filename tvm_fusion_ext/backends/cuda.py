@@ -12,8 +12,12 @@ chain as TVM's default CUDA pipeline applies it (``Matmul`` (see :class:`SingleO
 :class:`DeclineOnAssertion`), ``Reduction``,
 ``GeneralReduction``, ``Fallback``: every kernel gets thread bindings, and ``GeneralReduction``
 keeps a reduction and the element-wise ops after it in one kernel with a cross-thread reduction in
-shared memory); ``tuned`` first applies the MetaSchedule records of the database in scope and
-gives whatever the database lacks the untuned schedule. ``unscheduled`` is refused with a
+shared memory), with APOLLO's stitching on top: memory stitching (section 4.2,
+:class:`~tvm_fusion_ext.tir_passes.gpu_row_stitch.SharedRowReduction` before ``GeneralReduction``:
+the row's re-read inputs in shared memory) and, after the rules, parallelism stitching
+(section 4.3, :class:`~tvm_fusion_ext.tir_passes.gpu_parallel_stitch.GPUParallelStitch`: a
+kernel's independent loop nests in one launch); ``tuned`` first applies the MetaSchedule
+records of the database in scope and gives whatever the database lacks the untuned schedule. ``unscheduled`` is refused with a
 ``ValueError``: TVM compiles a kernel without thread bindings into host code, which would read
 the GPU's buffers from the CPU, so there is no unscheduled GPU baseline to compare with. Lowering is TVM's own CUDA dataflow lowering
 and finalisation (static memory planning, CUDA-graph rewriting when
@@ -31,6 +35,8 @@ from tvm.s_tir.stmt import SBlock
 
 from ..relax_passes.fold_batch_norm import FoldBatchNormIntoConv
 from ..tir_passes.flash_attention import FlashAttention
+from ..tir_passes.gpu_parallel_stitch import GPUParallelStitch
+from ..tir_passes.gpu_row_stitch import SharedRowReduction
 from ..tir_passes.unit_iters import DropUnitIters
 from .registry import register_backend
 
@@ -93,9 +99,9 @@ class CUDABackend:
             raise ValueError(f"scheduling policy 'unscheduled' on target {target.kind.name} "
                              f"({target.attrs.get('arch', 'no arch')}): GPU kernels need thread "
                              "bindings to build; use 'untuned' or 'tuned'")
-        rules = (FlashAttention(), SingleOutputOnly(dl.gpu.Matmul()), DeclineOnAssertion(dl.gpu.GEMV()), dl.gpu.Reduction(),
-                 dl.gpu.GeneralReduction(), dl.gpu.Fallback())
-        untuned = [DropUnitIters(), dl.ApplyDefaultSchedule(*rules)]
+        rules = (FlashAttention(), SingleOutputOnly(dl.gpu.Matmul()), DeclineOnAssertion(dl.gpu.GEMV()),
+                 dl.gpu.Reduction(), SharedRowReduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback())
+        untuned = [DropUnitIters(), dl.ApplyDefaultSchedule(*rules), GPUParallelStitch()]
         if policy == "tuned":
             return [relax.transform.MetaScheduleApplyDatabase(enable_warning=False), *untuned]
         return untuned

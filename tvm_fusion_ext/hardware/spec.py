@@ -99,6 +99,9 @@ class GPUSpec(HardwareSpec):
     (``float4``) load per thread."""
 
     shared_memory_per_sm: int = 228 * 1024
+    # Statically declared ``__shared__`` arrays (what TVM's CUDA codegen emits) are capped at 48 KB
+    # per block on every compute capability; only dynamic shared memory may use the rest.
+    static_shared_memory_per_block: int = 48 * 1024
     l2_bytes: int = 50 * 1024 * 1024
     max_threads_per_block: int = 1024
     warp_size: int = 32

@@ -3,11 +3,15 @@ contraction anchors (``register_tile``: GotoBLAS micro-kernels), the plain fallb
 schedule pass built from them, ``VectorErf`` and ``VectorExp`` (float32 erf and exp as
 vectorisable polynomials), ``DropUnitIters`` (trivial block bindings for dlight's GPU
 rules), ``FlashAttention`` (an attention kernel as one FlashAttention GPU kernel, recognised by
-``match_attention``), and APOLLO's reduction canonical forms (section 4.1)."""
+``match_attention``), APOLLO's reduction canonical forms (section 4.1), and APOLLO's stitching on
+CUDA: ``SharedRowReduction`` (memory stitching, section 4.2) and ``GPUParallelStitch``
+(parallelism stitching, section 4.3)."""
 
 from .attention_pattern import AttentionPattern, match_attention
 from .default_schedule import DefaultSchedule, default_schedule_pass
 from .flash_attention import FlashAttention, flash_attention_func
+from .gpu_parallel_stitch import GPUParallelStitch
+from .gpu_row_stitch import SharedRowReduction
 from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
 from .reduction_forms import ReductionForm, canonicalize_reduction, reduction_form
@@ -16,5 +20,6 @@ from .vector_erf import VectorErf
 from .vector_exp import VectorExp
 
 __all__ = ["AnchorLoopFusion", "AttentionPattern", "DefaultSchedule", "DropUnitIters", "FlashAttention",
-           "PlainSchedule", "ReductionForm", "VectorErf", "VectorExp", "canonicalize_reduction",
-           "default_schedule_pass", "flash_attention_func", "match_attention", "reduction_form"]
+           "GPUParallelStitch", "PlainSchedule", "ReductionForm", "SharedRowReduction", "VectorErf", "VectorExp",
+           "canonicalize_reduction", "default_schedule_pass", "flash_attention_func", "match_attention",
+           "reduction_form"]
