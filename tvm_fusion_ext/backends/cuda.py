@@ -44,12 +44,21 @@ from .registry import register_backend
 class DeclineOnAssertion(dl.ScheduleRule):
     """``rule``, declining (``None``) where it fails an assertion instead of scheduling.
 
-    dlight's ``GEMV`` asserts, in ``normalize`` (``python/tvm/s_tir/dlight/analysis/gemv.py``),
-    that a matrix-vector kernel has a spatial loop that is not a batch loop; a row sum whose
-    every spatial iterator indexes every buffer (``sum(exp(x - max))`` with the row maximum as an
-    input, which APOLLO's ``apollo-no-stitch`` leaves as a kernel of its own) fails it. dlight's
-    rules decline by returning ``None`` (``python/tvm/s_tir/dlight/base/transform.py`` then
-    tries the next rule); here the ``Reduction`` rule after it schedules that kernel.
+    dlight's rules decline by returning ``None`` (``python/tvm/s_tir/dlight/base/transform.py``
+    then tries the next rule), but some assert on kernels fusion creates instead:
+
+    * ``GEMV``, in ``normalize`` (``python/tvm/s_tir/dlight/analysis/gemv.py``): a row sum whose
+      every spatial iterator indexes every buffer (``sum(exp(x - max))`` with the row maximum as
+      an input, which APOLLO's ``apollo-no-stitch`` leaves as a kernel of its own);
+    * ``Reduction``, in ``detect_dominant_read`` (``dlight/analysis/common_analysis.py``): a
+      reduction reading a region wider than one element per iterator (the conformer's depthwise
+      conv under ``dominator-both``);
+    * ``Matmul``, in ``auto_inline_consumer_chain`` (``dlight/gpu/matmul.py``): a matmul whose
+      consumers cannot all be inlined into its write-back (GraphTurbo's groups on ViT and the
+      capsule conv).
+
+    A rule's schedule is its own copy of the function, so a failed attempt leaves nothing behind;
+    the next rule of the chain schedules the kernel.
     """
 
     def __init__(self, rule: dl.ScheduleRule):
@@ -99,8 +108,9 @@ class CUDABackend:
             raise ValueError(f"scheduling policy 'unscheduled' on target {target.kind.name} "
                              f"({target.attrs.get('arch', 'no arch')}): GPU kernels need thread "
                              "bindings to build; use 'untuned' or 'tuned'")
-        rules = (FlashAttention(), SingleOutputOnly(dl.gpu.Matmul()), DeclineOnAssertion(dl.gpu.GEMV()),
-                 dl.gpu.Reduction(), SharedRowReduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback())
+        rules = (FlashAttention(), *map(DeclineOnAssertion, (
+            SingleOutputOnly(dl.gpu.Matmul()), dl.gpu.GEMV(), dl.gpu.Reduction(), SharedRowReduction(),
+            dl.gpu.GeneralReduction())), dl.gpu.Fallback())
         untuned = [DropUnitIters(), dl.ApplyDefaultSchedule(*rules), GPUParallelStitch()]
         if policy == "tuned":
             return [relax.transform.MetaScheduleApplyDatabase(enable_warning=False), *untuned]
