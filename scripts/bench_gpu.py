@@ -109,6 +109,7 @@ def run_workload(label, model, model_args, fusions, target, rounds, turn: Timing
         report = compare(workload, fusions, target, "untuned", rounds=rounds, progress=False, timing_phase=turn)
         result["rows"] = [row.to_json() for row in report.rows]
         result["table"] = report.table()
+        print(f"\n{label} (timed)\n{result['table']}", flush=True)  # survives a run cut short
     except Exception as err:  # noqa: BLE001 - one failing workload must not lose the others' rows
         result["error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         result["traceback"] = traceback.format_exc()
