@@ -8,7 +8,7 @@ Scheduling: ``untuned`` is :class:`~tvm_fusion_ext.tir_passes.unit_iters.DropUni
 declines the constant unit bindings the pipelines' simplification leaves), then
 :class:`~tvm_fusion_ext.tir_passes.flash_attention.FlashAttention` (a kernel that is exactly
 attention, as NeoFlow groups BERT's, becomes one FlashAttention kernel), then dlight's GPU rule
-chain as TVM's default CUDA pipeline applies it (``Matmul`` (see :class:`SingleOutputOnly`), ``GEMV`` (see
+chain as TVM's default CUDA pipeline applies it (``Matmul`` (see :class:`MatmulGuard`), ``GEMV`` (see
 :class:`DeclineOnAssertion`), ``Reduction``,
 ``GeneralReduction``, ``Fallback``: every kernel gets thread bindings, and ``GeneralReduction``
 keeps a reduction and the element-wise ops after it in one kernel with a cross-thread reduction in
@@ -71,23 +71,48 @@ class DeclineOnAssertion(dl.ScheduleRule):
             return None
 
 
-class SingleOutputOnly(dl.ScheduleRule):
-    """``rule`` on kernels that write one of their parameters; others are declined (``None``).
+class MatmulGuard(dl.ScheduleRule):
+    """dlight's ``Matmul`` (``python/tvm/s_tir/dlight/gpu/matmul.py``) on the kernels it schedules
+    correctly; others are declined (``None``) and ``Fallback`` schedules them:
 
-    dlight's ``Matmul`` (``python/tvm/s_tir/dlight/gpu/matmul.py``) stages one output through its
-    epilogue; on a kernel with several outputs (a QKV projection whose three slices are outputs,
-    as NeoFlow groups BERT's attention input) the schedule it returns fails lowering ("Buffer
-    matmul_intermediate_reindex_pad is used before its definition"). ``Fallback`` schedules such a
-    kernel instead.
+    * kernels that write several parameters: ``Matmul`` stages one output through its epilogue,
+      and on a kernel with several outputs (a QKV projection whose three slices are outputs, as
+      NeoFlow groups BERT's attention input) its schedule fails lowering ("Buffer
+      matmul_intermediate_reindex_pad is used before its definition");
+    * kernels whose epilogue reads the matmul's result at computed indices (a reshape flattening
+      its rows, ``out[b, i * N + j] = mm[b, i, j]``) while the result's last two extents are not
+      multiples of :data:`MATMUL_TILE`: ``Matmul`` pads those axes to its tile and guards the
+      write-back with the epilogue's bound only (``i * N + j < M * N``), so the padded columns
+      overwrite the next row (DLRM's interaction under APOLLO, measured wrong on an H100).
     """
 
     def __init__(self, rule: dl.ScheduleRule):
         self.rule = rule
 
     def apply(self, func, target, tunable):
-        if isinstance(func, tirx.PrimFunc) and len(written_params(func)) > 1:
+        if isinstance(func, tirx.PrimFunc) and (len(written_params(func)) > 1 or remapped_padded_result(func)):
             return None
         return self.rule.apply(func, target, tunable)
+
+
+# A multiple of every tile dlight's Matmul pads a matmul's row and column axes to (its CUDA
+# configurations in python/tvm/s_tir/dlight/gpu/matmul.py tile rows and columns by at most 64).
+MATMUL_TILE = 64
+
+
+def remapped_padded_result(func: tirx.PrimFunc) -> bool:
+    """Whether a block after a reduction whose result's last two extents are not multiples of
+    :data:`MATMUL_TILE` reads or writes at computed indices (anything but iterators and constants):
+    an epilogue that changes the result's layout."""
+    blocks = []
+    tvm_ffi.structural_walk(func.body, [(SBlock, blocks.append)], order="pre")
+    padded = [i for i, block in enumerate(blocks)
+              if any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
+              and any(not isinstance(d, tirx.IntImm) or int(d) % MATMUL_TILE
+                      for region in block.writes for d in list(region.source.shape)[-2:])]
+    return bool(padded) and any(not isinstance(index.min, (tirx.Var, tirx.IntImm))
+                                for block in blocks[padded[0] + 1:]
+                                for region in [*block.reads, *block.writes] for index in region.region)
 
 
 def written_params(func: tirx.PrimFunc) -> list:
@@ -109,7 +134,7 @@ class CUDABackend:
                              f"({target.attrs.get('arch', 'no arch')}): GPU kernels need thread "
                              "bindings to build; use 'untuned' or 'tuned'")
         rules = (FlashAttention(), *map(DeclineOnAssertion, (
-            SingleOutputOnly(dl.gpu.Matmul()), dl.gpu.GEMV(), dl.gpu.Reduction(), SharedRowReduction(),
+            MatmulGuard(dl.gpu.Matmul()), dl.gpu.GEMV(), dl.gpu.Reduction(), SharedRowReduction(),
             dl.gpu.GeneralReduction())), dl.gpu.Fallback())
         untuned = [DropUnitIters(), dl.ApplyDefaultSchedule(*rules), GPUParallelStitch()]
         if policy == "tuned":
