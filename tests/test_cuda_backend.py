@@ -11,11 +11,13 @@ import pytest
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
+from tvm.s_tir import dlight as dl
 from tvm.s_tir.stmt import SBlock
+from tvm.script import tirx as T
 
 import tvm_fusion_ext
 from tvm_fusion_ext.backends import backend_for
-from tvm_fusion_ext.backends.cuda import CUDABackend
+from tvm_fusion_ext.backends.cuda import CUDABackend, MatmulGuard, remapped_padded_result
 from tvm_fusion_ext.driver.build import build, run
 from tvm_fusion_ext.driver.kernel_times import device_kernels
 from tvm_fusion_ext.hardware import GPUSpec, spec_for_target
@@ -181,3 +183,44 @@ def test_the_command_line_compiles_for_cuda_and_runs_only_on_a_gpu(tmp_path, cap
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "no cuda:0 on this machine" in err, err
+
+
+def _matmul_then_reshape(rows: int, cols: int, flatten: bool):
+    """``mm[b] = a[b] @ w[b]`` (rows x cols), then written out flattened (``out[b, i * cols + j]``)
+    or as it is."""
+    out_shape = (4, rows * cols) if flatten else (4, rows, cols)
+
+    @T.prim_func(s_tir=True)
+    def func(a: T.Buffer((4, rows, 64), "float32"), w: T.Buffer((4, 64, cols), "float32"),
+             out: T.Buffer(out_shape, "float32")):
+        mm = T.sblock_alloc_buffer((4, rows, cols))
+        for b, i, j, k in T.grid(4, rows, cols, 64):
+            with T.sblock("matmul"):
+                vb, vi, vj, vk = T.axis.remap("SSSR", [b, i, j, k])
+                with T.init():
+                    mm[vb, vi, vj] = T.float32(0.0)
+                mm[vb, vi, vj] = mm[vb, vi, vj] + a[vb, vi, vk] * w[vb, vk, vj]
+        if flatten:
+            for b, n in T.grid(4, rows * cols):
+                with T.sblock("reshape"):
+                    vb, vn = T.axis.remap("SS", [b, n])
+                    out[vb, vn] = mm[vb, vn // cols, vn % cols]
+        else:
+            for b, i, j in T.grid(4, rows, cols):
+                with T.sblock("copy"):
+                    vb, vi, vj = T.axis.remap("SSS", [b, i, j])
+                    out[vb, vi, vj] = mm[vb, vi, vj]
+
+    return func
+
+
+@pytest.mark.parametrize(("rows", "cols", "flatten", "declined"), [
+    (27, 27, True, True),     # DLRM's interaction: padded rows flattened -> dlight's write-back is wrong
+    (64, 128, True, False),   # no padding: the flattened write-back is exact
+    (27, 27, False, False),   # padded, but written as it is: each axis keeps its own guard
+])
+def test_matmul_guard_declines_padded_results_whose_layout_an_epilogue_changes(rows, cols, flatten, declined):
+    func = _matmul_then_reshape(rows, cols, flatten)
+    assert remapped_padded_result(func) is declined
+    guarded = MatmulGuard(dl.gpu.Matmul()).apply(func, tvm.target.Target(TARGET), False)
+    assert (guarded is None) is declined
