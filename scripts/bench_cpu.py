@@ -32,8 +32,8 @@ import tvm
 from tvm import relax
 from tvm.script import tirx as T
 
-from tvm_fusion_ext import fusion_names, fusion_pipeline
-from tvm_fusion_ext.driver.build import build, instrumented
+from tvm_fusion_ext import fusion_names
+from tvm_fusion_ext.driver.build import build_with_phases
 from tvm_fusion_ext.driver.evaluation import (
     DEFAULT_REFERENCE_ROWS,
     REFERENCE_ROWS,
@@ -46,7 +46,6 @@ from tvm_fusion_ext.driver.evaluation import (
 from tvm_fusion_ext.driver.kernel_times import BUILTINS, called_kernels, contractions, kernel_times
 from tvm_fusion_ext.driver.markdown import replace_section
 from tvm_fusion_ext.hardware import spec_for_target
-from tvm_fusion_ext.pipelines import PHASE_PREFIX
 
 DEFAULT_MODELS = "vit,resnet50,mobilenet_v2,efficientnet_b0,bert_base,bert_base:seq=512"
 SECTION_BEGIN, SECTION_END = "<!-- bench_cpu:begin -->", "<!-- bench_cpu:end -->"
@@ -107,20 +106,10 @@ def kernel_split(workload, fusion: str, target) -> dict:
     """Per-kernel time of ``fusion``'s build: contractions vs the rest, and the FLOP rate of the
     contractions. The scheduled kernels are matched to the fused ones by call order (scheduling
     renames some: ``SplitLayoutRewritePreproc`` adds ``_prepacked``)."""
-    captured = {}
-    fused_phase, scheduled_phase = fusion_pipeline(fusion).info.name, PHASE_PREFIX + "schedule"
-
-    @tvm.ir.instrument.pass_instrument
-    class _Capture:
-        def run_after_pass(self, mod, info):
-            if info.name in (fused_phase, scheduled_phase):
-                captured[info.name] = mod
-
-    with instrumented(_Capture()):
-        executable = build(workload.mod, fusion, target, "untuned")
-    fused_contractions = contractions(captured[fused_phase])
+    executable, fused_mod, scheduled_mod = build_with_phases(workload.mod, fusion, target)
+    fused_contractions = contractions(fused_mod)
     flops = {}
-    for scheduled, fused in zip(called_kernels(captured[scheduled_phase]), called_kernels(captured[fused_phase])):
+    for scheduled, fused in zip(called_kernels(scheduled_mod), called_kernels(fused_mod)):
         if fused in fused_contractions:
             flops[scheduled] = fused_contractions[fused]
     vm = relax.VirtualMachine(executable, tvm.cpu())

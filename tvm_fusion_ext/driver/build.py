@@ -3,7 +3,8 @@
 :mod:`tvm_fusion_ext.testing.verify`.
 
 * :func:`build` compiles a Relax module through a named fusion strategy (or any pass) for a target,
-  and :func:`instrumented` adds pass instruments to the compile in scope;
+  and :func:`instrumented` adds pass instruments to the compile in scope; :func:`build_with_phases`
+  also keeps the module after the strategy's fusion and after the schedule;
 * :func:`run` runs a compiled module (on the device :func:`target_device` gives); :func:`random_inputs` makes random, never all-zero inputs
   for a function's tensor parameters;
 * :func:`max_abs_error` measures output differences without asserting.
@@ -15,7 +16,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from ..pipelines import pipeline
+from ..pipelines import PHASE_PREFIX, fusion_pipeline, pipeline
 
 
 def build(mod: tvm.IRModule, fusion: str | tvm.transform.Pass = "none", target="llvm",
@@ -25,6 +26,24 @@ def build(mod: tvm.IRModule, fusion: str | tvm.transform.Pass = "none", target="
     target = tvm.target.Target(target) if isinstance(target, (str, dict)) else target
     relax_pipeline = pipeline(fusion, target, policy, cost_check) if isinstance(fusion, str) else fusion
     return tvm.compile(mod, target=target, relax_pipeline=relax_pipeline)
+
+
+def build_with_phases(mod: tvm.IRModule, fusion: str, target, policy: str = "untuned"
+                      ) -> tuple[relax.VMExecutable, tvm.IRModule, tvm.IRModule]:
+    """:func:`build`, and the module right after ``fusion``'s fusion stage (its kernels unscheduled)
+    and right after the schedule phase."""
+    captured = {}
+    fused_phase, scheduled_phase = fusion_pipeline(fusion).info.name, PHASE_PREFIX + "schedule"
+
+    @tvm.ir.instrument.pass_instrument
+    class _Capture:
+        def run_after_pass(self, module, info):
+            if info.name in (fused_phase, scheduled_phase):
+                captured[info.name] = module
+
+    with instrumented(_Capture()):
+        executable = build(mod, fusion, target, policy)
+    return executable, captured[fused_phase], captured[scheduled_phase]
 
 
 def run(executable, inputs, func_name: str = "main", device=None) -> list[np.ndarray]:

@@ -12,8 +12,7 @@ import tvm
 from tvm import tirx
 
 from ..backends.cuda import written_params
-from ..pipelines import PHASE_PREFIX, fusion_pipeline
-from .build import build, instrumented, target_device
+from .build import build_with_phases, target_device
 from .kernel_times import called_kernels
 
 
@@ -31,24 +30,13 @@ def check_kernels(mod: tvm.IRModule, fusion: str, target: tvm.target.Target, see
                   policy: str = "untuned") -> list[KernelCheck]:
     """Every kernel ``fusion``'s build of ``mod`` for ``target`` calls, checked alone (see the
     module docstring). Integer inputs are drawn from {0, 1}, valid indices for any gather."""
-    captured = {}
-    fused_phase, scheduled_phase = fusion_pipeline(fusion).info.name, PHASE_PREFIX + "schedule"
-
-    @tvm.ir.instrument.pass_instrument
-    class _Capture:
-        def run_after_pass(self, module, info):
-            if info.name in (fused_phase, scheduled_phase):
-                captured[info.name] = module
-
-    with instrumented(_Capture()):
-        build(mod, fusion, target, policy)
+    _, fused_mod, scheduled_mod = build_with_phases(mod, fusion, target, policy)
     device = target_device(target)
-    pairs = dict(zip(called_kernels(captured[scheduled_phase]), called_kernels(captured[fused_phase])))
+    pairs = dict(zip(called_kernels(scheduled_mod), called_kernels(fused_mod)))
     rng = np.random.default_rng(seed)
     results = []
     for scheduled_name, fused_name in pairs.items():
-        scheduled = captured[scheduled_phase][scheduled_name]
-        reference = captured[fused_phase][fused_name]
+        scheduled, reference = scheduled_mod[scheduled_name], fused_mod[fused_name]
         try:
             results.append(KernelCheck(scheduled_name, compare_kernel(scheduled, reference, target, device, rng)))
         except Exception as err:  # noqa: BLE001 - report the kernel and go on with the next
