@@ -582,7 +582,7 @@ def _stage_stitched(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int,
         try:
             tile_loop = _stage_layer_tile(trial, last, spec, depth, double, tile, 1,
                                           exchanged=exchanged)
-        except Unsupported:
+        except (Unsupported, s_tir.ScheduleError, RuntimeError):
             continue
         if tile_loop is None or not all(try_primitive(trial.compute_at, rv, tile_loop,
                                                       preserve_unit_loops=True)
@@ -590,9 +590,12 @@ def _stage_stitched(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int,
             continue
         if any(_iterations(trial, rv) != domain[trial.get(rv).name_hint] for rv in group[:-1]):
             continue  # a layer recomputed per tile: the bindings do not match
-        for rv in group[:-1]:
-            _stage_member_operands(trial, rv, spec, tile_loop, budget)
-        model = kernel_model(enclosing_only(trial.mod["main"], trial.get(tile_loop)))
+        try:
+            for rv in group[:-1]:
+                _stage_member_operands(trial, rv, spec, tile_loop, budget)
+            model = kernel_model(enclosing_only(trial.mod["main"], trial.get(tile_loop)))
+        except (s_tir.ScheduleError, RuntimeError, ValueError, TypeError):
+            continue  # a staged region with symbolic bounds (a reshape across the tile rows)
         if model["footprint"]["lb_live_double_buffered" if double else "lb_live"] > spec.lb_bytes:
             continue
         cycles = kernel_cycles(model, spec) - spec.launch_cycles  # the tile loop's phase alone
@@ -622,8 +625,11 @@ def _unstitched_cycles(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: i
             return math.inf
         loops[trial.get_sref(tile_loop)] = tile_loop
     func = trial.mod["main"]
-    return sum(kernel_cycles(kernel_model(enclosing_only(func, trial.get(lp))), spec) - spec.launch_cycles
-               for lp in loops.values())
+    try:
+        return sum(kernel_cycles(kernel_model(enclosing_only(func, trial.get(lp))), spec)
+                   - spec.launch_cycles for lp in loops.values())
+    except (ValueError, TypeError):  # symbolic regions: not comparable, keep the layers apart
+        return -math.inf
 
 
 def _iterations(sch: s_tir.Schedule, rv) -> int | None:
@@ -778,8 +784,11 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool
             # buffer lives across that loop (each layer's are its own), so the kernel's LB peak
             # fits iff this loop's does (the other layers' fitted when they were staged).
             func = trial.mod["main"]
-            footprint = kernel_model(func if tile_loop is None else
-                                     enclosing_only(func, trial.get(tile_loop)))["footprint"]
+            try:
+                footprint = kernel_model(func if tile_loop is None else
+                                         enclosing_only(func, trial.get(tile_loop)))["footprint"]
+            except ValueError:  # a staged region the model cannot size (symbolic extent)
+                continue
             if footprint["lb_live_double_buffered" if double else "lb_live"] <= spec.lb_bytes:
                 return trial
     raise Unsupported(f"no tile of layer {loops.block.name_hint} fits LB")
