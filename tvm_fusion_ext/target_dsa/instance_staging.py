@@ -265,7 +265,7 @@ def _stage_anchor_operands(sch: s_tir.Schedule, rv, spec: DSASpec, piece, budget
     spilled_out = written.scope() != LB
     if not staged and not spilled_out:
         return
-    depth = next(i for i, lp in enumerate(sch.get_loops(rv)) if _same(sch, lp, piece)) + 1
+    depth = next((i for i, lp in enumerate(sch.get_loops(rv)) if _same(sch, lp, piece)), 0) + 1
     spatial, reduce = _chunk_loops(sch, rv, set(staged), spec, budget, spilled_out, depth)
     inner = ([*spatial, *reduce] or [piece])[-1]
     for bname in staged:
