@@ -124,8 +124,8 @@ def test_dsa_target_rows_carry_the_simulated_profile(tmp_path):
     none, stock = report["rows"]
     for row in (none, stock):
         profile = row["dsa"]
-        assert set(profile) == {"kernels", "ddr_bytes", "gb_bytes", "lb_bytes", "buffers", "cycles",
-                                "time_ms", "unit_busy"}
+        assert set(profile) == {"kernels", "ddr_bytes", "gb_bytes", "lb_bytes", "buffers",
+                                "movement_bytes", "cycles", "time_ms", "unit_busy"}
         assert row["latency_ms"] == profile["time_ms"] > 0 and row["max_abs_err"] < 1e-4
         assert profile["kernels"] == row["kernels"]
     assert stock["dsa"]["ddr_bytes"] < none["dsa"]["ddr_bytes"]  # fusion removes DDR round trips

@@ -18,7 +18,7 @@ from tvm_fusion_ext.target_dsa.kernel_model import level_of
 from tvm_fusion_ext.testing.verify import run
 
 TARGET = "dsa/stcp920"
-PROFILE_KEYS = {"kernels", "ddr_bytes", "gb_bytes", "lb_bytes", "buffers", "cycles", "time_ms",
+PROFILE_KEYS = {"kernels", "ddr_bytes", "gb_bytes", "lb_bytes", "buffers", "movement_bytes", "cycles", "time_ms",
                 "unit_busy"}
 
 

@@ -2,6 +2,7 @@
 on the DSA a sub-graph's layer outputs stay on chip (graphturbo-dsa-scheduling.txt sections 3-5)."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import tvm
@@ -11,11 +12,13 @@ from tvm import s_tir, tirx
 import tvm_fusion_ext  # noqa: F401  (registers graphturbo)
 from tvm_fusion_ext import zoo
 from tvm_fusion_ext.driver.static_profile import static_profile
-from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import PLANS_ATTR
+from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import PLANS_ATTR, SubgraphPlan
 from tvm_fusion_ext.pipelines import fusion_pipeline, preprocess_passes, schedule_passes
 from tvm_fusion_ext.relax_passes.graphturbo_fusion import GraphTurboFusion
+from tvm_fusion_ext.target_dsa.instance_staging import gb_scoped_tensors
 from tvm_fusion_ext.target_dsa.pipeline import MODEL_ATTR
 from tvm_fusion_ext.target_dsa.profile import profile_details
+from tvm_fusion_ext.target_dsa.tir_helpers import alloc_buffers
 from tvm_fusion_ext.testing.verify import assert_same_as_unfused, build, count_kernels, random_inputs
 
 DSA = "dsa/stcp920"
@@ -130,3 +133,18 @@ def test_bert_layer_is_three_chained_kernels_on_the_dsa():
     assert [plan.grouping.best[sg].dim for sg in plan.chains[1]] == [1, 0]
     (ffn,) = [p for names, p in plan.kernels.items() if "gelu" in " ".join(names)]
     assert (ffn.dim, ffn.instances) == (0, 48)
+    # Algorithm 4 keeps the up-projection's output (the chain's inner SG output) in LB: the
+    # down-projection's instances infer the same binding for it.
+    ((position, shape, scope),) = ffn.tensor_scopes
+    assert position > 0 and shape[-1] == 3072 and scope == "LB"
+    # The kernel generator finds that tensor in the fused kernel FuseTIR made (had Algorithm 4
+    # put it in GB, it would be exchanged through GB): op ``position``'s output buffer.
+    with tvm.target.Target(DSA):
+        fused = fusion_pipeline("graphturbo", tvm.target.Target(DSA))(mod)
+    plans = {name: SubgraphPlan.from_json(str(text)) for name, text in fused.attrs[PLANS_ATTR].items()}
+    (name,) = [n for n, p in plans.items() if p.tensor_scopes == ffn.tensor_scopes]
+    in_gb = replace(plans[name], tensor_scopes=((position, shape, "GB"),))
+    func = fused[name]
+    (found,) = gb_scoped_tensors(func, in_gb)
+    (buf,) = [b for b in alloc_buffers(func) if b.name == found]
+    assert tuple(int(d) for d in buf.shape) == shape

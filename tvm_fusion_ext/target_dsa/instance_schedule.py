@@ -70,8 +70,10 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     Candidates: with buffer stitching the per-core pieces (:func:`_search_pieces`); the
     layer-bound form (:func:`stage_layers`) over the whole output, and with instance splitting
     also over the plan's instances (BestSplit's factor rounded up to divide the extent, and a
-    quarter of it: fewer, larger instances re-read the weights less often). Without stitching
-    (Fig. 15's first bar, "LLB only") only the layer-bound form over the whole output is staged.
+    quarter of it: fewer, larger instances re-read the weights less often); with buffer
+    stitching each layer form also with its runs of layers stitched in LB where Algorithm 4's
+    scopes allow. Without stitching (Fig. 15's first bar, "LLB only") only the layer-bound form
+    over the whole output is staged.
 
     An optimisation of Fig. 15 never makes a kernel slower: the kernel the same sub-graph gets
     one bar lower (:func:`_lesser`) is a candidate too, and candidates slower than it are
@@ -137,8 +139,7 @@ def _candidates(func, spec: DSASpec, plan: SubgraphPlan) -> list[Staged | None]:
     candidates = []
     if plan.options.stitch:
         candidates.append(_search_pieces(func, spec, plan))
-    if plan.options.instances or not plan.options.stitch:
-        candidates.append(_layer_candidate(func, spec, plan, 1))
+    candidates.append(_layer_candidate(func, spec, plan, 1))
     steps = _base_steps(tuple(plan.output_shape), plan)
     if plan.options.instances and steps and steps[0][0] == plan.dim and plan.instances > 1:
         first = next((c for c in (_layer_candidate(func, spec, plan, n) for n in steps[0][1])
@@ -148,6 +149,9 @@ def _candidates(func, spec: DSASpec, plan: SubgraphPlan) -> list[Staged | None]:
             count = first.splits[plan.dim]
             candidates += [_layer_candidate(func, spec, plan, count // k) for k in (4,)
                            if count % k == 0 and count // k > 1]
+    if plan.options.stitch:  # each layer form again with its runs of layers stitched in LB
+        candidates += [_layer_candidate(func, spec, plan, c.splits.get(plan.dim, 1), stitch_runs=True)
+                       for c in candidates if c is not None and c.form == "layers"]
     return candidates
 
 
@@ -175,9 +179,10 @@ def _overlapped(staged: Staged, spec: DSASpec) -> Staged | None:
                   staged.form)
 
 
-def _layer_candidate(func, spec: DSASpec, plan: SubgraphPlan, instances: int) -> Staged | None:
+def _layer_candidate(func, spec: DSASpec, plan: SubgraphPlan, instances: int,
+                     stitch_runs: bool = False) -> Staged | None:
     try:
-        staged = stage_layers(func, spec, plan, instances)
+        staged = stage_layers(func, spec, plan, instances, stitch_runs)
         model = kernel_model(staged)
     except (Unsupported, RuntimeError, ValueError, TypeError) as err:  # as in _candidate
         _LOG.info("graphturbo layers x%d declined: %s", instances, err)

@@ -50,6 +50,7 @@ from .kernel_model import (
     CORES,
     DOUBLE_BUFFER,
     INSTANCES,
+    MOVEMENT,
     TILE,
     gb_slices,
     kernel_model,
@@ -57,6 +58,7 @@ from .kernel_model import (
     read_in_place,
     sliced_scope,
 )
+from .simulator import kernel_cycles
 from .spec import DSASpec
 from .tir_helpers import (
     DDR,
@@ -80,6 +82,10 @@ WEIGHT_BUFFER_FRACTION = 4
 MAX_TILE_OPTIONS = 8
 # Cheapest tiles of a layer staged, in the layer-bound form, until one's allocated LB fits.
 MAX_LAYER_TILE_TRIALS = 4
+# What FuseTIR appends to the name of an op's output it allocates inside a fused kernel.
+FUSED_OUTPUT_TAG = "_intermediate"
+# Tiles of a stitched run of layers staged and simulated (:func:`_stage_stitched`).
+MAX_STITCH_TRIALS = 4
 # The loop over clusters that wraps the weight promotions (:func:`_promote_per_cluster`).
 CLUSTER_LOOP = "cluster"
 # structural hash -> (function, the function after _inline_elementwise)
@@ -244,34 +250,41 @@ def _stage_operands(sch: s_tir.Schedule, spec: DSASpec, weights: set[str], piece
         copy = sch.cache_read(rv, _read_index(sch, rv, name), LB)
         sch.compute_at(copy, piece, preserve_unit_loops=True)
     for rv in _block_rvs(sch):
-        block = sch.get(rv)
-        if not is_reduction(block):
-            continue
-        written = block.writes[0].source
-        staged = sorted({r.source.name for r in block.reads if r.source.scope() in (GB, DDR)
-                         and not r.source.same_as(written) and not read_in_place(block, r)})
-        spilled_out = written.scope() != LB
-        if not staged and not spilled_out:
-            continue
-        spatial, reduce = _chunk_loops(sch, rv, set(staged), spec, budget, spilled_out)
-        inner = ([*spatial, *reduce] or [piece])[-1]
-        for bname in staged:
-            copy = sch.cache_read(rv, _read_index(sch, rv, bname), LB)
-            try_primitive(sch.compute_at, copy, inner, preserve_unit_loops=True)
-        if spilled_out:
-            write = sch.cache_write(rv, 0, LB)
-            try_primitive(sch.reverse_compute_at, write, (spatial or [piece])[-1], preserve_unit_loops=True)
+        if is_reduction(sch.get(rv)):
+            _stage_anchor_operands(sch, rv, spec, piece, budget)
+
+
+def _stage_anchor_operands(sch: s_tir.Schedule, rv, spec: DSASpec, piece, budget: int) -> None:
+    """Anchor ``rv`` (a reduction inside loop ``piece``) reading operands from GB or DDR, or
+    writing a spilled output: its loops below ``piece`` chunked (:func:`_chunk_loops`), each
+    operand staged into LB per chunk and a spilled output written back per chunk."""
+    block = sch.get(rv)
+    written = block.writes[0].source
+    staged = sorted({r.source.name for r in block.reads if r.source.scope() in (GB, DDR)
+                     and not r.source.same_as(written) and not read_in_place(block, r)})
+    spilled_out = written.scope() != LB
+    if not staged and not spilled_out:
+        return
+    depth = next((i for i, lp in enumerate(sch.get_loops(rv)) if _same(sch, lp, piece)), 0) + 1
+    spatial, reduce = _chunk_loops(sch, rv, set(staged), spec, budget, spilled_out, depth)
+    inner = ([*spatial, *reduce] or [piece])[-1]
+    for bname in staged:
+        copy = sch.cache_read(rv, _read_index(sch, rv, bname), LB)
+        try_primitive(sch.compute_at, copy, inner, preserve_unit_loops=True)
+    if spilled_out:
+        write = sch.cache_write(rv, 0, LB)
+        try_primitive(sch.reverse_compute_at, write, (spatial or [piece])[-1], preserve_unit_loops=True)
 
 
 def _chunk_loops(sch: s_tir.Schedule, rv, staged: set[str], spec: DSASpec, budget: int,
-                 spilled_out: bool) -> tuple[list, list]:
-    """Tile an anchor below the piece loop (section 4.1, Fig. 11): its two outermost spatial loops,
-    and its outer reduction loop, get the tile sizes that minimise the time of the DMAs bringing the
-    ``staged`` operands (promoted weights, spilled tensors) into LB per chunk - bytes at the GB
-    rate of one core plus one DMA latency per transfer - while one chunk's buffers fit ``budget``
-    (the caller halves it for double buffering). Returns the split loops as ``(spatial,
-    reduction)`` lists, moved right below the piece loop."""
-    loops = _LoopNest(sch, rv, depth=1, spec=spec)
+                 spilled_out: bool, depth: int = 1) -> tuple[list, list]:
+    """Tile an anchor below its first ``depth`` loops (the piece loop; section 4.1, Fig. 11): its
+    two outermost spatial loops, and its outer reduction loop, get the tile sizes that minimise the
+    time of the DMAs bringing the ``staged`` operands (promoted weights, spilled tensors) into LB
+    per chunk - bytes at the GB rate of one core plus one DMA latency per transfer - while one
+    chunk's buffers fit ``budget`` (the caller halves it for double buffering). Returns the split
+    loops as ``(spatial, reduction)`` lists, moved right below the piece loop."""
+    loops = _LoopNest(sch, rv, depth=depth, spec=spec)
     regions = [_Span(r) for r in loops.block.reads if r.source.name in staged]
     if spilled_out:
         regions += [_Span(w) for w in loops.block.writes]
@@ -422,7 +435,7 @@ def _gemm_like(block) -> bool:
 
 
 def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
-                 instances: int = 1) -> tirx.PrimFunc:
+                 instances: int = 1, stitch_runs: bool = False) -> tirx.PrimFunc:
     """The sub-graph with every layer bound to all cores (section 3.4's binding across the
     "other parallelizable dimensions"): inside an optional loop over ``instances`` of the plan's
     dimension (annotated ``dsa.instances``), each block is one phase tiled over the cores
@@ -432,8 +445,14 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     Weights are promoted to GB (:func:`_promote_anchor_weights`), and a GEMM's activation
     operands still in DDR are promoted per instance (:func:`_promote_gemm_activations`); with
     instruction scheduling the instance loop is double buffered, the next instance's promotions
-    overlapping this one's layers (section 4.4)."""
+    overlapping this one's layers (section 4.4). With buffer stitching (and ``stitch_runs``),
+    runs of layers whose tensors Algorithm 4 leaves in LB share one tile loop instead
+    (:func:`_stitch_groups`, :func:`_stage_stitched`); the layers' outputs exchanged through GB
+    are written by section 3.5's copy ops and read by its redistribution ops (:data:`MOVEMENT`)."""
     sch = _inlined_schedule(func)
+    in_gb = gb_scoped_tensors(func, plan)
+    gb_writers = {b.name_hint for b in leaf_blocks(sch.mod["main"])
+                  if any(w.source.name in in_gb for w in b.writes)}
     params = {p.name for p in sch.mod["main"].params}
     depth = 0
     outer = None
@@ -462,13 +481,178 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     for name, scope in scopes.items():
         sch.set_scope(sch.get_sblock(name), 0, scope)
     layers = _block_rvs(sch)  # the promotions below stay outside the layers' tiles
+    exchanged = frozenset(b.name for b in alloc_buffers(sch.mod["main"]))  # the layer outputs
     budget = _promote_anchor_weights(sch, params, spec.gb_bytes - gb_peak, depth, spec)
     if outer is not None:
         sch = _promote_gemm_activations(sch, layers, outer, budget, instances, double)
+    if plan.options.stitch and stitch_runs:
+        for group in _stitch_groups(sch, layers, depth, gb_writers):
+            sch = _stage_stitched(sch, group, spec, depth, double, exchanged) or sch
     for rv in layers:
         if len(sch.get_loops(rv)) > depth and not _tiled(sch, rv):
-            sch = _tile_layer(sch, rv, spec, depth, double, plan.options.stitch)
+            sch = _tile_layer(sch, rv, spec, depth, double, plan.options.stitch, exchanged)
     return _promote_per_cluster(_tensorize(sch.mod["main"], spec), spec)
+
+
+def gb_scoped_tensors(func: tirx.PrimFunc, plan: SubgraphPlan) -> set[str]:
+    """Names of the intermediates of ``func`` that Algorithm 4 puts in GB (``plan.tensor_scopes``:
+    a chain's sub-graph outputs whose consumers are bound differently, section 3.4 lines 11-12).
+    ``FuseTIR`` (TVM ``src/relax/transform/fuse_tir.cc``) allocates the output of every op but
+    the kernel's last as ``<output name>_intermediate``, in op order; an entry whose op's buffer
+    does not have the recorded shape is left to the generator (LB where it can stitch)."""
+    allocated = set(alloc_buffers(func))
+    outputs = []
+    for leaf in leaf_blocks(func):
+        for region in leaf.writes:
+            buf = region.source
+            if FUSED_OUTPUT_TAG in buf.name and buf in allocated and buf not in outputs:
+                outputs.append(buf)
+    return {outputs[position].name for position, shape, scope in plan.tensor_scopes
+            if scope == "GB" and position < len(outputs)
+            and tuple(int(d) for d in outputs[position].shape) == tuple(shape)}
+
+
+def _stitch_groups(sch: s_tir.Schedule, layers: list, depth: int, gb_writers: set[str]) -> list[list]:
+    """Buffer stitching across the layers of the layer-bound form (section 4.2, Fig. 10): runs of
+    consecutive layers, each the only consumer of the one before and reading it in place of a
+    staged slice, where the tensor between them is an intermediate Algorithm 4 leaves in LB (its
+    writer not among ``gb_writers``). Runs of two or more layers are returned;
+    :func:`_stage_stitched` runs each in one tile loop."""
+    params = {p.name for p in sch.mod["main"].params}
+    runs: list[list] = []
+    for rv in layers:
+        if len(sch.get_loops(rv)) <= depth:
+            runs.append([])
+            continue
+        if runs and runs[-1] and _feeds_only(sch, runs[-1][-1], rv, params, gb_writers):
+            runs[-1].append(rv)
+        else:
+            runs.append([rv])
+    return [run for run in runs if len(run) > 1]
+
+
+def _feeds_only(sch: s_tir.Schedule, producer, consumer, params: set[str], gb_writers: set[str]) -> bool:
+    """Whether ``producer``'s output may stay in LB for ``consumer`` (:func:`_stitch_groups`)."""
+    out = sch.get(producer).writes[0].source
+    if out.name in params or sch.get(producer).name_hint in gb_writers:
+        return False
+    consumers = sch.get_consumers(producer)
+    if len(consumers) != 1 or not _same(sch, consumers[0], consumer):
+        return False
+    block = sch.get(consumer)
+    return not any(read_in_place(block, r) for r in block.reads if r.source.same_as(out))
+
+
+def _stage_stitched(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int, double: bool,
+                    exchanged: frozenset) -> s_tir.Schedule | None:
+    """One run of :func:`_stitch_groups` as one phase: the last layer tiled along its outermost
+    spatial loop only (Algorithm 4's plain binding: cores along the outer dimension, the others
+    whole), every earlier layer ``compute_at`` into that tile loop with its output in LB, their
+    operands staged into LB per tile (an anchor's per chunk, :func:`_stage_anchor_operands`).
+    The tiles tried are the cheapest :data:`MAX_STITCH_TRIALS` of the last layer's cost (half of
+    them with matrix-unit-shaped rows when a GEMM is in the run); a tile is kept when no layer of
+    the run is recomputed (the layers' bindings match: each tile needs only its own slice of
+    every tensor of the run) and the tile loop fits LB; the one with the fewest simulated cycles
+    wins if it beats the layers tiled on their own (:func:`_unstitched_cycles`), else None."""
+    last = group[-1]
+    loops = _LoopNest(sch, last, depth, spec, batches=True, outer=1)
+    if not loops.spatial:
+        return None
+    cost = _layer_cost(loops, spec, double)
+    # Half the trials keep a GEMM of the run on matrix-unit-shaped rows, half use every core.
+    rows = spec.matrix_shape[0] if spec.matrix_shape is not None and any(
+        _gemm_like(sch.get(rv)) for rv in group[:-1]) else 1
+
+    def rows_only(tile: dict[str, int]):
+        if any(tile[v] != loops.extent[v] for v in loops.spatial[1:]):
+            return None
+        return cost(tile)
+
+    ranked = loops.ranked(rows_only)
+    shaped = [t for t in ranked if t[loops.spatial[0]] % rows == 0]
+    half = MAX_STITCH_TRIALS // 2
+    ranked = shaped[:half] + [t for t in ranked if t not in shaped[:half]]
+    domain = {sch.get(rv).name_hint: _iterations(sch, rv) for rv in group[:-1]}
+    budget = spec.lb_bytes // WEIGHT_BUFFER_FRACTION
+    best = None
+    for tile in ranked[:MAX_STITCH_TRIALS]:
+        trial = sch.copy()
+        for rv in group[:-1]:
+            trial.set_scope(rv, 0, LB)
+        try:
+            tile_loop = _stage_layer_tile(trial, last, spec, depth, double, tile, 1,
+                                          exchanged=exchanged)
+        except (Unsupported, s_tir.ScheduleError, RuntimeError):
+            continue
+        if tile_loop is None or not all(try_primitive(trial.compute_at, rv, tile_loop,
+                                                      preserve_unit_loops=True)
+                                        for rv in reversed(group[:-1])):
+            continue
+        if any(_iterations(trial, rv) != domain[trial.get(rv).name_hint] for rv in group[:-1]):
+            continue  # a layer recomputed per tile: the bindings do not match
+        try:
+            for rv in group[:-1]:
+                _stage_member_operands(trial, rv, spec, tile_loop, budget)
+            model = kernel_model(enclosing_only(trial.mod["main"], trial.get(tile_loop)))
+        except (s_tir.ScheduleError, RuntimeError, ValueError, TypeError):
+            continue  # a staged region with symbolic bounds (a reshape across the tile rows)
+        if model["footprint"]["lb_live_double_buffered" if double else "lb_live"] > spec.lb_bytes:
+            continue
+        cycles = kernel_cycles(model, spec) - spec.launch_cycles  # the tile loop's phase alone
+        if best is None or cycles < best[0]:
+            best = (cycles, trial)
+    if best is None or best[0] >= _unstitched_cycles(sch, group, spec, depth, double, exchanged):
+        return None
+    return best[1]
+
+
+def _unstitched_cycles(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int, double: bool,
+                       exchanged: frozenset) -> float:
+    """Simulated cycles of the layers of ``group`` each tiled on its own (:func:`_tile_layer`,
+    outputs exchanged through GB), what stitching them must beat."""
+    trial = sch.copy()
+    for rv in group:
+        if not _tiled(trial, rv):
+            try:
+                trial = _tile_layer(trial, rv, spec, depth, double, True, exchanged)
+            except Unsupported:
+                return math.inf
+    loops = {}
+    for rv in group:
+        tile_loop = next((lp for lp in trial.get_loops(rv)
+                          if TILE in dict(trial.get(lp).annotations or {})), None)
+        if tile_loop is None:
+            return math.inf
+        loops[trial.get_sref(tile_loop)] = tile_loop
+    func = trial.mod["main"]
+    try:
+        return sum(kernel_cycles(kernel_model(enclosing_only(func, trial.get(lp))), spec)
+                   - spec.launch_cycles for lp in loops.values())
+    except (ValueError, TypeError):  # symbolic regions: not comparable, keep the layers apart
+        return -math.inf
+
+
+def _iterations(sch: s_tir.Schedule, rv) -> int | None:
+    """Iterations of block ``rv`` over all its loops (None when an extent is not constant)."""
+    extents = [sch.get(lp).extent for lp in sch.get_loops(rv)]
+    if not all(isinstance(e, tirx.IntImm) for e in extents):
+        return None
+    return math.prod(int(e) for e in extents)
+
+
+def _stage_member_operands(sch: s_tir.Schedule, rv, spec: DSASpec, tile_loop, budget: int) -> None:
+    """A stitched layer's operands outside LB into LB: an anchor's per chunk
+    (:func:`_stage_anchor_operands`), an element-wise layer's per tile."""
+    block = sch.get(rv)
+    if is_reduction(block):
+        _stage_anchor_operands(sch, rv, spec, tile_loop, budget)
+        return
+    written = block.writes[0].source
+    for region in block.reads:
+        if region.source.scope() != LB and not region.source.same_as(written) \
+                and not read_in_place(block, region):
+            copy = sch.cache_read(rv, _read_index(sch, rv, region.source.name), LB, consumer_blocks=[rv])
+            sch.compute_at(copy, tile_loop, preserve_unit_loops=True)
 
 
 def _promote_anchor_weights(sch, params: set[str], budget: int, depth: int,
@@ -568,8 +752,8 @@ def _layer_scopes(sch, spec: DSASpec) -> tuple[dict[str, str], int]:
     return {writer[n]: GB if level == "GB" else DDR for n, level in placed.level.items()}, peak
 
 
-def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int,
-                double: bool, stitch: bool = False) -> s_tir.Schedule:
+def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool,
+                stitch: bool = False, exchanged: frozenset = frozenset()) -> s_tir.Schedule:
     """One layer as one phase: its outer spatial loops (all of a batched GEMM's; more than two
     where one row of the inner ones exceeds LB) tiled and fused
     into a loop over tiles bound to every core, its reduction chunked, every operand outside LB
@@ -594,13 +778,17 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int,
     for tile in ranked[:MAX_LAYER_TILE_TRIALS]:
         for fused in ([epilogue, None] if epilogue is not None else [None]):
             trial = sch.copy()
-            tile_loop = _stage_layer_tile(trial, rv, spec, depth, double, tile, outer, fused)
+            tile_loop = _stage_layer_tile(trial, rv, spec, depth, double, tile, outer, fused,
+                                          exchanged)
             # When this layer's LB buffers are all touched inside its tile loop only, no other LB
             # buffer lives across that loop (each layer's are its own), so the kernel's LB peak
             # fits iff this loop's does (the other layers' fitted when they were staged).
             func = trial.mod["main"]
-            footprint = kernel_model(func if tile_loop is None else
-                                     enclosing_only(func, trial.get(tile_loop)))["footprint"]
+            try:
+                footprint = kernel_model(func if tile_loop is None else
+                                         enclosing_only(func, trial.get(tile_loop)))["footprint"]
+            except ValueError:  # a staged region the model cannot size (symbolic extent)
+                continue
             if footprint["lb_live_double_buffered" if double else "lb_live"] <= spec.lb_bytes:
                 return trial
     raise Unsupported(f"no tile of layer {loops.block.name_hint} fits LB")
@@ -673,10 +861,13 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
 
 
 def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool,
-                      tile: dict[str, int], outer: int, epilogue=None):
+                      tile: dict[str, int], outer: int, epilogue=None,
+                      exchanged: frozenset = frozenset()):
     """Apply one tile of :func:`_tile_layer` (over ``outer`` spatial loops) to ``sch``; an
     ``epilogue`` (:func:`_epilogue`) runs in the same tile on the GEMM's output kept in LB, and
-    only the epilogue's output is written back. Returns the tile loop, or None when the write-back
+    only the epilogue's output is written back. Loads of the layer outputs named in ``exchanged``
+    (produced under another layer's tiling) are section 3.5's redistribution ops, the write-back
+    of one a copy op (annotated :data:`MOVEMENT`). Returns the tile loop, or None when the write-back
     could not move into it (its LB buffer is then touched outside the loop too)."""
     loops = _LoopNest(sch, rv, depth, spec, batches=True, outer=outer)
     block = loops.block
@@ -695,6 +886,8 @@ def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double
         copy = sch.cache_read(rv, _read_index(sch, rv, name), LB, consumer_blocks=[rv])
         if not try_primitive(sch.compute_at, copy, inner, preserve_unit_loops=True):
             raise Unsupported(f"operand {name} of {block.name_hint} cannot be staged per tile")
+        if name in exchanged:  # another layer's output, tiled by that layer's loop
+            sch.annotate(copy, MOVEMENT, "redistribute")
     if epilogue is not None and try_primitive(sch.reverse_compute_at, epilogue, tile_loop,
                                      preserve_unit_loops=True):
         sch.set_scope(rv, 0, LB)
@@ -706,8 +899,12 @@ def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double
                 copy = sch.cache_read(epilogue, _read_index(sch, epilogue, region.source.name), LB,
                                       consumer_blocks=[epilogue])
                 sch.compute_at(copy, tile_loop, preserve_unit_loops=True)
+                if region.source.name in exchanged:
+                    sch.annotate(copy, MOVEMENT, "redistribute")
         rv = epilogue
     write = sch.cache_write(rv, 0, LB)
+    if sch.get(write).writes[0].source.name in exchanged:  # the tile's LB slice -> GB
+        sch.annotate(write, MOVEMENT, "copy")
     inside = try_primitive(sch.reverse_compute_at, write, tile_loop, preserve_unit_loops=True)
     sch.annotate(tile_loop, TILE, 1)
     sch.annotate(tile_loop, CORES, spec.num_cores)

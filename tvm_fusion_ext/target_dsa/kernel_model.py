@@ -19,7 +19,9 @@ A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1,
   ``dsa.double_buffer`` its *prefetch* phases (DMA into GB only) for the next instance overlap
   the other phases of this one (section 4.4), and the GB buffers they fill count twice;
 * a buffer in scope ``global.dsa_gb.slice<k>`` is split across ``k`` clusters: each cluster's GB
-  holds one slice (``1/k`` of its bytes), filled and read only by that cluster's tiles.
+  holds one slice (``1/k`` of its bytes), filled and read only by that cluster's tiles;
+* a DMA event names the ``tensor`` it moves (the buffer at its end farther from the cores) and, for a block
+  annotated :data:`MOVEMENT`, the section 3.5 data movement op it is (``movement``).
 
 :func:`kernel_model` returns, per top-level statement (a *phase*), the tile count and the events
 of one tile, plus the buffers per scope (DDR: the outputs it writes and the DDR buffers it
@@ -43,6 +45,11 @@ TILE = "dsa.tile"
 CORES = "dsa.cores"
 DOUBLE_BUFFER = "dsa.double_buffer"
 INSTANCES = "dsa.instances"
+# Block annotation naming the data movement op a DMA block is (GraphTurbo section 3.5, Fig. 9):
+# ``copy`` moves a tensor to another memory scope under the same binding (a layer's tile LB -> GB),
+# ``redistribute`` brings it to a consumer bound differently (GB -> the consumer tile's LB).
+MOVEMENT = "dsa.movement"
+MOVEMENTS = ("copy", "redistribute")
 MATRIX_CALL_PREFIX = "dsa_mme_gemm"
 GB_SLICE_SCOPE = f"{GB}.slice"
 
@@ -298,8 +305,12 @@ class _Walker:
         if isinstance(value, tvm.ir.TensorLoad) and level_of(value.source.scope()) != dst:
             src = level_of(value.source.scope())
             nbytes = trip * elem_bytes(store.buffer)
-            phase.add({"kind": "dma", "src": src, "dst": dst, "bytes": nbytes, "transfers": seq_trip},
-                      reads, writes)
+            event = {"kind": "dma", "src": src, "dst": dst, "bytes": nbytes, "transfers": seq_trip,
+                     "tensor": (value.source if LEVELS.index(src) < LEVELS.index(dst)
+                                else store.buffer).name}
+            if MOVEMENT in (block.annotations or {}):
+                event["movement"] = str(block.annotations[MOVEMENT])
+            phase.add(event, reads, writes)
             self.dma_destinations.add(store.buffer)
             return
         ops, mac = _count_ops(store)

@@ -19,8 +19,8 @@ from .codegen import kernel_models
 from .simulator import simulate
 from .target import spec_of_target
 
-PROFILE_KEYS = ("kernels", "ddr_bytes", "gb_bytes", "lb_bytes", "buffers", "cycles", "time_ms",
-                "unit_busy")
+PROFILE_KEYS = ("kernels", "ddr_bytes", "gb_bytes", "lb_bytes", "buffers", "movement_bytes", "cycles",
+                "time_ms", "unit_busy")
 
 
 def run_with_trace(executable, inputs, func_name: str = "main", models: dict | None = None):

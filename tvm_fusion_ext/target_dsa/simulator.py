@@ -45,7 +45,7 @@ import math
 from collections import defaultdict
 from fractions import Fraction
 
-from .kernel_model import LEVELS
+from .kernel_model import LEVELS, MOVEMENTS
 from .spec import DSASpec
 
 _ORDER = {level: i for i, level in enumerate(LEVELS)}
@@ -84,6 +84,8 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
             queue = DMA_OUT if _ORDER[dst] < _ORDER[src] and spec.dma_engines >= 2 else DMA_IN
             tile_bytes[src] += nbytes
             tile_bytes[dst] += nbytes
+            if "movement" in event:
+                tile_bytes[event["movement"]] += nbytes
         elif kind == "compute":
             unit = spec.unit_for(event["unit_kind"])
             own = math.ceil(Fraction(int(event["ops"]), unit.ops_per_cycle))
@@ -108,8 +110,8 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
             busy[name] += repeat * tiles * value
         busy["dma"] += repeat * tiles * sum(d for d, q in zip(durations, queues) if q in (DMA_IN, DMA_OUT))
     if traffic is not None:
-        for level, value in tile_bytes.items():
-            traffic[level] += repeat * tiles * value
+        for key, value in tile_bytes.items():
+            traffic[key] = traffic.get(key, 0) + repeat * tiles * value
     return cycles
 
 
@@ -163,8 +165,8 @@ def _overlapped_cycles(phases: list[dict], spec: DSASpec, busy: dict | None,
         else:
             rest += cycles
     if traffic is not None:
-        for level, value in ddr.items():
-            traffic[level] += value
+        for key, value in ddr.items():
+            traffic[key] = traffic.get(key, 0) + value
     shared_ddr = math.ceil(Fraction(ddr["ddr"], repeat) / spec.bytes_per_cycle("ddr"))
     return prefetch + rest + (repeat - 1) * max(prefetch, rest, shared_ddr)
 
@@ -173,20 +175,23 @@ def simulate(models: dict[str, dict], calls: list[str], spec: DSASpec) -> dict:
     """The profile of running ``calls`` (kernel names, in order) on ``spec``.
 
     Returns ``{"kernels", "ddr_bytes", "gb_bytes", "lb_bytes", "buffers": {"ddr", "gb", "lb"},
-    "cycles", "time_ms", "unit_busy": {unit: cycles}, "per_kernel": [...]}``.
+    "movement_bytes": {"copy", "redistribute"}, "cycles", "time_ms", "unit_busy": {unit: cycles},
+    "per_kernel": [...]}`` (``movement_bytes``: the bytes of section 3.5's data movement ops,
+    also counted in the levels they move between).
     """
     busy: dict[str, int] = {u.name: 0 for u in spec.units}
     busy["dma"] = 0
-    traffic: dict[str, int] = dict.fromkeys(LEVELS, 0)
+    traffic: dict[str, int] = dict.fromkeys((*LEVELS, *MOVEMENTS), 0)
     buffers = dict.fromkeys(LEVELS, 0)
     per_kernel = []
     total = 0
     for name in calls:
         model = models[name]
-        kernel_traffic: dict[str, int] = dict.fromkeys(LEVELS, 0)
+        kernel_traffic: dict[str, int] = dict.fromkeys((*LEVELS, *MOVEMENTS), 0)
         cycles = kernel_cycles(model, spec, busy, kernel_traffic)
+        for key in traffic:
+            traffic[key] += kernel_traffic[key]
         for level in LEVELS:
-            traffic[level] += kernel_traffic[level]
             buffers[level] += int(model["buffers"][level])
         total += cycles
         per_kernel.append({"name": name, "cycles": cycles,
@@ -195,6 +200,7 @@ def simulate(models: dict[str, dict], calls: list[str], spec: DSASpec) -> dict:
         "kernels": len(calls),
         "ddr_bytes": traffic["ddr"], "gb_bytes": traffic["gb"], "lb_bytes": traffic["lb"],
         "buffers": buffers,
+        "movement_bytes": {kind: traffic[kind] for kind in MOVEMENTS},
         "cycles": total,
         "time_ms": spec.cycles_to_ms(total),
         "unit_busy": busy,

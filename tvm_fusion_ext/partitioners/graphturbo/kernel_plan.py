@@ -44,7 +44,12 @@ VARIANTS: dict[str, KernelOptions] = {
 class SubgraphPlan:
     """One sub-graph's plan: split ``dim`` of its output (of ``output_shape``) into ``instances``
     (BestSplit), bind each instance to ``binding`` cores per dimension (Algorithm 4), and the
-    ``scope`` Algorithm 4 gave its output (``LB``, or ``GB`` after a binding mismatch)."""
+    ``scope`` Algorithm 4 gave its output (``LB``, or ``GB`` after a binding mismatch).
+    ``tensor_scopes`` gives, for every sub-graph output inside the kernel (a chain's sub-graphs
+    but the last, in program order), the position of the op producing it among the kernel's ops,
+    its shape and its Algorithm 4 scope: the kernel generator keeps an ``LB`` one in the
+    producing core's LB where its consumer runs in the same tile, and exchanges a ``GB`` one
+    through GB (section 3.5's copy and redistribution)."""
 
     dim: int
     instances: int
@@ -52,6 +57,7 @@ class SubgraphPlan:
     output_shape: tuple[int, ...]
     scope: str = "LB"
     options: KernelOptions = field(default_factory=KernelOptions)
+    tensor_scopes: tuple[tuple[int, tuple[int, ...], str], ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -62,4 +68,6 @@ class SubgraphPlan:
         data["options"] = KernelOptions(**data["options"])
         data["binding"] = tuple(data["binding"])
         data["output_shape"] = tuple(data["output_shape"])
+        data["tensor_scopes"] = tuple((position, tuple(shape), scope)
+                                      for position, shape, scope in data.get("tensor_scopes", ()))
         return cls(**data)

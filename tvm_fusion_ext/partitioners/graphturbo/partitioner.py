@@ -91,8 +91,9 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
     """Sections 3.3-3.4 over a grouping: instances, the better order, bindings and scopes; the
     kernels (SGs, or with ``chain`` the :func:`chains`, when the depth-first order wins on the
     instances of the chains' splits); with ``callees`` (each op's PrimFunc name) also the plan of
-    every fused kernel (the split of its last SG, the binding and scope of its first instance;
-    a kernel of one op is keyed by its PrimFunc's name alone)."""
+    every fused kernel (the split of its last SG, the binding and scope of its first instance, and
+    the scope of the first instance of every other SG of a chain; a kernel of one op is keyed by
+    its PrimFunc's name alone)."""
     kernel_sgs = [[i] for i in range(len(grouping.groups))]
     splits = list(grouping.best)
     ig = build_instances(tg, grouping)
@@ -118,11 +119,15 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
                 continue
             split = splits[sgs[-1]]
             inst = first[sgs[-1]]
+            outs = [output_op(tg, grouping.groups[sg]) for sg in sgs[:-1]]
+            inner = tuple((ops.index(out), tuple(tg.ops[out].shape), binding.scope[first[sg]])
+                          for sg, out in zip(sgs[:-1], outs))
             kernels.setdefault(tuple(callees[m] for m in ops), SubgraphPlan(
                 dim=split.dim if split is not None else 0,
                 instances=split.factor if split is not None else 1,
                 binding=tuple(binding.bind[inst]), output_shape=tuple(tg.ops[max(ops)].shape),
-                scope=binding.scope[inst], options=options or KernelOptions()))
+                scope=binding.scope[inst], options=options or KernelOptions(),
+                tensor_scopes=inner))
     return BlockPlan(tg, grouping, ig, kind, order, order_peak(ig, order), binding, kernels,
                      kernel_sgs)
 
