@@ -11,8 +11,8 @@ import numpy as np
 import tvm
 from tvm import tirx
 
-from ..backends.cuda import written_params
 from ..pipelines import PHASE_PREFIX, fusion_pipeline
+from ..tir_passes.gpu_rules import written_params
 from .build import build, instrumented, target_device
 from .kernel_times import called_kernels
 
