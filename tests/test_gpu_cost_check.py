@@ -116,7 +116,7 @@ def test_a_serial_reduction_costs_its_steps_and_a_tiled_one_its_flops():
     assert [(ops, outputs, length) for ops, outputs, length in reductions] == [
         (64 * 256 * 256 * 2, 64 * 256, 256)] * 2
     spec = model.spec
-    serial_floor = 2 * 256 * 200 / spec.clock_hz  # two reductions of 256 steps, one wave each
+    serial_floor = 2 * 256 * gpu_model.SERIAL_STEP_CYCLES / spec.clock_hz  # 2 reductions, 256 steps, 1 wave
     assert model.seconds(fused_kernel(graph, [0, 1])) >= serial_floor
     assert model.seconds(fused_kernel(graph, [0])) < serial_floor / 2
 

@@ -33,6 +33,10 @@ from .group_kernel import fused_kernel
 # Nodes between the two contractions of an attention: scaling, masking-free softmax (max,
 # subtract, exp, sum, divide), reshapes and broadcasts; a longer path is no attention.
 MAX_CORE_NODES = 12
+# Ops that may feed an attention group: element-wise, broadcast and injective ones, or only the
+# injective ones (reshapes, transposes, slices).
+ELEMENT_WISE_OR_INDEX = frozenset({OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPattern.INJECTIVE})
+INDEX_ONLY = frozenset({OpPattern.INJECTIVE})
 
 _FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -56,19 +60,19 @@ def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGrou
     contractions = [n.index for n in graph.nodes
                     if n.kind is NodeKind.CALL_TIR and n.pattern == OpPattern.OUT_EWISE_FUSABLE]
     rule = FlashAttention()
+    reaching = {b: _reaching(graph, b) for b in contractions}
     groups = []
     for a in contractions:
         below = graph.reachable_from([a])
         for b in contractions:
-            if b == a or b not in below:
-                continue
-            core = below & _reaching(graph, b)
-            if len(core) > MAX_CORE_NODES:
+            core = below & reaching[b]
+            if b == a or b not in below or len(core) > MAX_CORE_NODES:
                 continue
             tail = _output_chain(graph, b)
-            for members in (core | feeding | after for feeding in (
-                    _feeding(graph, core, OpPattern.INJECTIVE), _feeding(graph, core, None), set())
-                    for after in (tail, set())):
+            for members in (core | feeding | after
+                            for feeding in (_feeding(graph, core, ELEMENT_WISE_OR_INDEX),
+                                            _feeding(graph, core, INDEX_ONLY), set())
+                            for after in (tail, set())):
                 kernel = fused_kernel(graph, members)
                 if kernel is not None and rule.apply(kernel, target, False) is not None:
                     groups.append(AttentionGroup(frozenset(core), frozenset(members)))
@@ -99,17 +103,15 @@ def _output_chain(graph: DataflowGraph, last: int) -> set[int]:
     return chain
 
 
-def _feeding(graph: DataflowGraph, core: set[int], below: OpPattern | None) -> set[int]:
-    """Ops whose every consumer is in ``core`` or is such an op, transitively: those of a pattern
-    up to ``below`` (``None``: injective ones only, not element-wise or broadcast)."""
+def _feeding(graph: DataflowGraph, core: set[int], patterns: frozenset[OpPattern]) -> set[int]:
+    """Ops of ``patterns`` whose every consumer is in ``core`` or is such an op, transitively."""
     group = set(core)
     changed = True
     while changed:
         changed = False
         for n in {p for m in group for p in graph.nodes[m].inputs} - group:
             node = graph.nodes[n]
-            fits = node.pattern <= below if below is not None else node.pattern == OpPattern.INJECTIVE
-            if (node.kind is NodeKind.CALL_TIR and fits and not node.is_block_output
+            if (node.kind is NodeKind.CALL_TIR and node.pattern in patterns and not node.is_block_output
                     and set(node.outputs) <= group):
                 group.add(n)
                 changed = True

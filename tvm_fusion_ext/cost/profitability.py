@@ -7,15 +7,14 @@ that the kernel a group becomes may schedule worse than its parts: two contracti
 leave one of them without a register tile, a whole recurrent cell in one kernel keeps every
 intermediate in memory and loses the per-op tiling. :class:`ProfitabilityCheck` makes the kernel
 of a candidate group as the pipeline will (:func:`fused_kernel`: the group's bindings as one
-``Primitive`` function, ``FuseTIR``, ``StmtSimplify``), predicts its time under the default
-schedule with :class:`~.model.KernelCostModel`, and compares it with the sum of the predicted times
-of the groups it would replace.
+``Primitive`` function, ``FuseTIR``, ``StmtSimplify``), predicts its time, and compares it with
+the sum of the predicted times of the groups it would replace.
 
 On a CPU target the kernels are predicted under the default schedule with
 :class:`~.model.KernelCostModel`, calibrated on the host; on a ``cuda`` target under the CUDA
 backend's rule chain with :class:`~.gpu_model.GPUKernelModel` (which rule takes the kernel, and
-what that rule's schedule is worth on the GPU). The DSA has its own judge, its simulator, and
-gets no check (:func:`profitability_for`).
+what that rule's schedule is worth on the GPU), by :class:`GPUProfitabilityCheck`. The DSA has
+its own judge, its simulator, and gets no check (:func:`profitability_for`).
 """
 
 from __future__ import annotations
