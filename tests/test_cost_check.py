@@ -110,11 +110,12 @@ def test_recomputing_prologue_is_predicted_slower_and_an_epilogue_faster():
     assert verdict.profitable and verdict.gain_s > 0, verdict.describe()
 
 
-def test_the_check_is_for_cpu_targets_only():
-    assert profitability_for(TARGET) is not None
+def test_the_check_is_for_cpu_and_cuda_targets():
+    assert isinstance(profitability_for(TARGET).model, KernelCostModel)
     assert profitability_for(TARGET, enabled=False) is None
     assert profitability_for(tvm.target.Target("dsa/stcp920")) is None
-    assert profitability_for(tvm.target.Target({"kind": "cuda", "arch": "sm_90"})) is None
+    cuda = profitability_for(tvm.target.Target({"kind": "cuda", "arch": "sm_90"}))
+    assert cuda is not None and not isinstance(cuda.model, KernelCostModel)  # tests/test_gpu_cost_check.py
 
 
 # ---- every strategy consults it -----------------------------------------------------------------

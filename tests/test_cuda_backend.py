@@ -17,7 +17,7 @@ from tvm.script import tirx as T
 
 import tvm_fusion_ext
 from tvm_fusion_ext.backends import backend_for
-from tvm_fusion_ext.backends.cuda import CUDABackend, MatmulGuard, remapped_padded_result
+from tvm_fusion_ext.backends.cuda import CUDABackend
 from tvm_fusion_ext.driver.build import build, run
 from tvm_fusion_ext.driver.kernel_times import device_kernels
 from tvm_fusion_ext.hardware import GPUSpec, spec_for_target
@@ -35,6 +35,7 @@ from tvm_fusion_ext.testing.cuda import (
     lowered,
     zoo_model,
 )
+from tvm_fusion_ext.tir_passes.gpu_rules import MatmulGuard, remapped_padded_result
 
 pytestmark = [pytest.mark.zoo, pytest.mark.skipif(
     bool(MISSING), reason="the CUDA backend tests need " + " and ".join(MISSING))]
@@ -49,9 +50,9 @@ def _model(name):
     return zoo_model(name)
 
 
-def _build(name, fusion):
+def _build(name, fusion, cost_check=True):
     _model(name)
-    return build_for_cuda(name, fusion)
+    return build_for_cuda(name, fusion, cost_check)
 
 
 def _thread_bound(func) -> bool:
@@ -93,7 +94,7 @@ def test_the_verifier_is_not_vacuous():
                    for f in kernels_lowered.values())
 
 
-# Groups on which a dlight rule fails an assertion instead of declining (backends/cuda.py,
+# Groups on which a dlight rule fails an assertion instead of declining (tir_passes/gpu_rules.py,
 # DeclineOnAssertion): the next rule of the chain must schedule them.
 DLIGHT_ASSERTING = [("conformer", "dominator-both"), ("capsule_conv", "graphturbo"), ("vit", "graphturbo")]
 
@@ -124,24 +125,26 @@ def test_device_kernels_name_the_primfunc_behind_every_launch():
 
 
 # Kernels no dlight reduction rule takes, so ``Fallback`` reduces serially in each thread: NeoFlow
-# groups the matmul before the layer norm with it, and APOLLO without stitching cuts the
-# normalisations so that a reduction's kernel also writes an element-wise output.
+# groups the matmul before the layer norm with it (as the paper decides, ``cost_check=False``: the
+# CUDA profitability check keeps them apart), and APOLLO without stitching cuts the normalisations
+# so that a reduction's kernel also writes an element-wise output.
 _SERIAL = pytest.mark.xfail(strict=True, reason="dlight declines this kernel; Fallback reduces in each thread")
 _NORMALISATION_CASES = [
-    pytest.param(name, op, fusion, marks=[_SERIAL] if (name, fusion) in {
-        ("layernorm_chain", "neoflow"), ("layernorm_chain", "apollo-no-stitch"),
-        ("softmax_chain", "apollo-no-stitch")} else [])
-    for name, op in (("layernorm_chain", "layer_norm"), ("softmax_chain", "softmax"))
-    for fusion in tvm_fusion_ext.fusion_names()]
+    *(pytest.param(name, op, fusion, True, marks=[_SERIAL] if (name, fusion) in {
+        ("layernorm_chain", "apollo-no-stitch"), ("softmax_chain", "apollo-no-stitch")} else [])
+      for name, op in (("layernorm_chain", "layer_norm"), ("softmax_chain", "softmax"))
+      for fusion in tvm_fusion_ext.fusion_names()),
+    pytest.param("layernorm_chain", "layer_norm", "neoflow", False, marks=[_SERIAL]),
+]
 
 
-@pytest.mark.parametrize(("name", "op", "fusion"), _NORMALISATION_CASES)
-def test_normalisations_reduce_across_threads_in_shared_memory(name, op, fusion):
+@pytest.mark.parametrize(("name", "op", "fusion", "cost_check"), _NORMALISATION_CASES)
+def test_normalisations_reduce_across_threads_in_shared_memory(name, op, fusion, cost_check):
     """Every kernel that reduces for the layer norm / softmax (a kernel named after it with a
     reduction block) reduces across the threads of a block: a ``__shared__`` buffer and
     ``__syncthreads()`` between the warps' shuffles, what dlight's ``GeneralReduction`` /
     ``Reduction`` produce through ``LowerThreadAllreduce`` (``_SERIAL`` lists the exceptions)."""
-    scheduled, executable = _build(name, fusion)
+    scheduled, executable = _build(name, fusion, cost_check)
     reducing = [k for k, func in kernels(scheduled).items() if op in k and _reduces(func)]
     assert reducing, f"{name} / {fusion}: no reducing kernel named after {op} in {sorted(kernels(scheduled))}"
     bodies = kernel_bodies(cuda_source(executable))

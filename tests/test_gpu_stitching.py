@@ -45,10 +45,10 @@ def _assert_stitched_to(func, expected):
     tvm.ir.assert_structural_equal(_stitch(func), expected.without_attr("global_symbol"))
 
 
-def _build_zoo(name, fusion):
+def _build_zoo(name, fusion, cost_check=True):
     pytest.importorskip("torch")
     zoo_model(name)
-    return build_for_cuda(name, fusion)
+    return build_for_cuda(name, fusion, cost_check)
 
 
 def _build_kernel(func):
@@ -108,7 +108,10 @@ def _branch_guards(func) -> int:
 @needs_cuda_build
 @pytest.mark.parametrize("name", STITCHED_MODELS)
 def test_a_parallel_stitched_multi_branch_kernel_is_one_global_function(name):
-    scheduled, executable = _build_zoo(name, "apollo")
+    """APOLLO's groups as the paper makes them (``cost_check=False``: the CUDA profitability
+    check would keep multi_head's serially reduced rows apart at full size), so the test keeps
+    showing the mechanism."""
+    scheduled, executable = _build_zoo(name, "apollo", cost_check=False)
     bodies = kernel_bodies(cuda_source(executable))
     counts = {kernel: len(launches(bodies, kernel)) for kernel in kernels(scheduled)}
     assert counts and set(counts.values()) == {1}, counts
@@ -204,7 +207,9 @@ def test_stitched_hand_built_kernels_match_numpy_on_the_gpu(case):
 @needs_gpu
 @pytest.mark.parametrize("name", [*STITCHED_MODELS, "layernorm_chain", "softmax_chain"])
 def test_stitched_zoo_kernels_match_pytorch_on_the_gpu(name):
+    """APOLLO's groups as the paper makes them (``cost_check=False``), stitched."""
     model = zoo_model(name)
-    actual = verify.run(_build_zoo(name, "apollo")[1], model.numpy_inputs(), device=tvm.cuda())
+    actual = verify.run(_build_zoo(name, "apollo", cost_check=False)[1], model.numpy_inputs(),
+                        device=tvm.cuda())
     error = verify.max_rel_error(actual, model.reference_outputs())
     assert error < 1e-4, f"{name} / apollo on {tvm.cuda().device_name}: relative error {error:.2e}"

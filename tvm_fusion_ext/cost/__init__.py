@@ -4,12 +4,17 @@
 * :mod:`.model` - :class:`Rates` and :class:`KernelCostModel`, the predicted time of a kernel as
   the default schedule makes it;
 * :mod:`.calibration` - the host's rates, measured once per machine and cached as JSON;
+* :mod:`.gpu_model` - :class:`GPUKernelModel`, the predicted time of a kernel as the CUDA
+  backend's rule chain schedules it;
+* :mod:`.group_kernel` - the kernel a group of the dataflow graph becomes;
+* :mod:`.attention_groups` - the groups whose kernel is exactly attention;
 * :mod:`.profitability` - :class:`ProfitabilityCheck`, a group's kernel against its parts.
 """
 
 from .calibration import load_or_calibrate
+from .group_kernel import fused_kernel, group_module
 from .model import KernelCostModel, Rates
-from .profitability import ProfitabilityCheck, Verdict, fused_kernel, group_module, profitability_for
+from .profitability import ProfitabilityCheck, Verdict, profitability_for
 
 __all__ = ["KernelCostModel", "ProfitabilityCheck", "Rates", "Verdict", "fused_kernel", "group_module",
            "load_or_calibrate", "profitability_for"]

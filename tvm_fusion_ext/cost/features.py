@@ -91,7 +91,7 @@ def _walk(stmt, trips: float, vectorized: bool, parallel: bool, nest: NestFeatur
     elif isinstance(stmt, (tirx.LetStmt, tirx.AttrStmt, tirx.DeclBuffer)):
         _walk(stmt.body, trips, vectorized, parallel, nest, touched, memory)
     elif isinstance(stmt, tirx.BufferStore):  # a store outside any block (non-s_tir TIR)
-        nest.add("vector" if vectorized else "scalar", parallel, trips * max(_ops(stmt.value), 1))
+        nest.add("vector" if vectorized else "scalar", parallel, trips * max(value_ops(stmt.value), 1))
         _touch(stmt.buffer, touched, memory)
 
 
@@ -105,7 +105,7 @@ def _block(block: s_tir.SBlock, trips: float, vectorized: bool, parallel: bool, 
         reduction = any(iv.iter_type == REDUCE for iv in block.iter_vars)
         kind = ("tiled" if vectorized else "reduce") if reduction else (
             "vector" if vectorized else "scalar")
-        nest.add(kind, parallel, trips * max(_ops(block.body.value), 1))
+        nest.add(kind, parallel, trips * max(value_ops(block.body.value), 1))
         return
     _walk(block.body, trips, vectorized, parallel, nest, touched, memory)
 
@@ -122,18 +122,18 @@ def _buffer_bytes(buffer) -> int:
     return count * max(tvm.runtime.DataType(str(buffer.dtype)).bits // 8, 1)
 
 
-def _ops(expr) -> float:
+def value_ops(expr) -> float:
     """Arithmetic operations of a stored value (loads and their indices count nothing)."""
     if isinstance(expr, tvm.ir.TensorLoad):
         return 0.0
     if isinstance(expr, _BINARY):
-        return 1.0 + _ops(expr.a) + _ops(expr.b)
+        return 1.0 + value_ops(expr.a) + value_ops(expr.b)
     if isinstance(expr, tirx.Select):
-        return 1.0 + _ops(expr.true_value) + _ops(expr.false_value)
+        return 1.0 + value_ops(expr.true_value) + value_ops(expr.false_value)
     if isinstance(expr, tirx.Cast):
-        return _ops(expr.value)
+        return value_ops(expr.value)
     if isinstance(expr, tvm.ir.Call):
         name = str(getattr(expr.op, "name", ""))
-        inner = sum(_ops(a) for a in expr.args)
+        inner = sum(value_ops(a) for a in expr.args)
         return inner + (1.0 if name.endswith("if_then_else") else CALL_OPS)
     return 0.0

@@ -7,12 +7,14 @@ that the kernel a group becomes may schedule worse than its parts: two contracti
 leave one of them without a register tile, a whole recurrent cell in one kernel keeps every
 intermediate in memory and loses the per-op tiling. :class:`ProfitabilityCheck` makes the kernel
 of a candidate group as the pipeline will (:func:`fused_kernel`: the group's bindings as one
-``Primitive`` function, ``FuseTIR``, ``StmtSimplify``), predicts its time under the default
-schedule with :class:`~.model.KernelCostModel`, and compares it with the sum of the predicted times
-of the groups it would replace.
+``Primitive`` function, ``FuseTIR``, ``StmtSimplify``), predicts its time, and compares it with
+the sum of the predicted times of the groups it would replace.
 
-The check applies to CPU targets only (:func:`profitability_for`): the model is calibrated on the
-host's CPU, and the DSA has its own judge (its simulator), GPUs their own schedule.
+On a CPU target the kernels are predicted under the default schedule with
+:class:`~.model.KernelCostModel`, calibrated on the host; on a ``cuda`` target under the CUDA
+backend's rule chain with :class:`~.gpu_model.GPUKernelModel` (which rule takes the kernel, and
+what that rule's schedule is worth on the GPU), by :class:`GPUProfitabilityCheck`. The DSA has
+its own judge, its simulator, and gets no check (:func:`profitability_for`).
 """
 
 from __future__ import annotations
@@ -26,100 +28,24 @@ from pathlib import Path
 
 import tvm
 import tvm_ffi
-from tvm import relax, s_tir, tirx
+from tvm import tirx
 
 from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
 from ..hardware.device_costs import cache_dir, host_key
-from ..ir_utils import PRIMITIVE_ATTR, VarRemapper
+from .attention_groups import attention_groups
 from .calibration import load_or_calibrate
+from .gpu_model import GPUKernelModel
+from .group_kernel import fused_kernel
 from .model import KernelCostModel, Rates, store_name
 
 # A fused kernel is refused only when predicted more than this fraction slower than its parts:
 # within it the prediction cannot tell them apart, and the paper's decision stands.
 SLOWER_MARGIN = 0.05
 
-# One model per prediction store (host, target, rates) in this process: predictions survive from
-# one compile to the next.
+# One model per prediction store (host, target, rates) and per GPU target in this process:
+# predictions survive from one compile to the next.
 _MODELS: dict[Path, KernelCostModel] = {}
-
-
-def group_module(graph: DataflowGraph, group: Iterable[int]) -> tvm.IRModule:
-    """A module whose ``main`` runs exactly the bindings of ``group`` (inputs become parameters),
-    with the PrimFuncs they call: what the downstream compiler is asked to compile for one group
-    (APOLLO's upward feedback)."""
-    return _group_module(graph, group, lift_constants=False)[0]
-
-
-def _group_module(graph: DataflowGraph, group: Iterable[int], lift_constants: bool):
-    """:func:`group_module` and what ``main``'s parameters stand for (variables, and with
-    ``lift_constants`` also the tensor constants the bindings' calls read, in order of first use
-    with the variables, as ``MaterializePartition`` lifts them out of a grouped function)."""
-    members = sorted(group)
-    bindings = [graph.bindings[i] for i in members]
-    defined = {b.var for b in bindings}
-    inputs = []
-    for b in bindings:
-        value = b.value
-        args = value.args[1].fields if lift_constants and isinstance(value, relax.Call) \
-            and len(value.args) > 1 and isinstance(value.args[1], relax.Tuple) else []
-        used = [a for a in args if isinstance(a, tvm.ir.Constant) and isinstance(a.ty, relax.TensorType)]
-        for v in [*relax.analysis.free_vars(value), *used]:
-            if v not in defined and v not in inputs:
-                inputs.append(v)
-    outputs = [graph.bindings[i].var for i in members
-               if graph.nodes[i].is_block_output or not set(graph.nodes[i].outputs) <= set(members)]
-    outputs = outputs or [bindings[-1].var]
-    params = [relax.Var(v.name if isinstance(v, relax.Var) else f"param_{i}", v.ty)
-              for i, v in enumerate(inputs)]
-    remap = VarRemapper(dict(zip(inputs, params)))
-    bb = relax.BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            for b in bindings:
-                value = remap.visit_expr(b.value)
-                remap.var_map[b.var] = bb.emit(value, name_hint=b.var.name)
-            result = remap.var_map[outputs[0]] if len(outputs) == 1 else relax.Tuple(
-                [remap.var_map[o] for o in outputs])
-            out = bb.emit_output(result)
-        bb.emit_func_output(out)
-    mini = bb.get()
-    for i, b in zip(members, bindings):
-        if graph.nodes[i].kind is NodeKind.CALL_TIR:
-            mini[b.value.args[0]] = graph.nodes[i].prim_func
-    return mini, inputs
-
-
-def fused_kernel(graph: DataflowGraph, group: Iterable[int]) -> tirx.PrimFunc | None:
-    """The one PrimFunc the pipeline makes of ``group`` (``None`` when ``FuseTIR`` cannot make
-    one), as the schedule receives it: the group's bindings as a ``Primitive`` function with its
-    constants lifted to parameters (as ``MaterializePartition`` does) and passed by the caller,
-    ``FuseTIR`` and ``StmtSimplify`` (the ``fuse_tir`` phase), then
-    ``AttachAttrLayoutFreeBuffers`` (the CPU backend's first scheduling pass: constant weights
-    are packed once, at compile time, not in the kernel). A single ``call_tir`` keeps its own
-    PrimFunc, as the pipeline leaves it."""
-    members = sorted(group)
-    if len(members) == 1 and graph.nodes[members[0]].kind is NodeKind.CALL_TIR:
-        mini = relax.transform.AttachAttrLayoutFreeBuffers()(group_module(graph, members))
-        (kernel,) = [f for _, f in mini.functions_items() if isinstance(f, tirx.PrimFunc)]
-        return kernel
-    mini, inputs = _group_module(graph, members, lift_constants=True)
-    primitive = mini["main"].with_attr(PRIMITIVE_ATTR, True)
-    bb = relax.BlockBuilder(tvm.IRModule({gv: f for gv, f in mini.functions_items()
-                                          if isinstance(f, tirx.PrimFunc)}))
-    gvar = bb.add_func(primitive, "fused")
-    params = {v: relax.Var(v.name, v.ty) for v in inputs if isinstance(v, relax.Var)}
-    with bb.function("main", list(params.values())):
-        with bb.dataflow():
-            out = bb.emit_output(relax.Call(gvar, [params.get(v, v) for v in inputs]))
-        bb.emit_func_output(out)
-    try:
-        fused = tvm.transform.Sequential([
-            relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
-            s_tir.transform.StmtSimplify(), relax.transform.AttachAttrLayoutFreeBuffers()])(bb.get())
-    except Exception:  # noqa: BLE001 - a group FuseTIR cannot fuse is no candidate
-        return None
-    prims = [f for _, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)]
-    return prims[0] if len(prims) == 1 else None
+_GPU_MODELS: dict[str, GPUKernelModel] = {}
 
 
 @dataclass(frozen=True)
@@ -153,19 +79,24 @@ class Verdict:
 class ProfitabilityCheck:
     """Predicted times of groups of a :class:`DataflowGraph` and the verdict on merging them.
 
-    ``rates`` default to this host's calibration (:func:`.calibration.load_or_calibrate`). A
+    Kernels are predicted by ``model`` (anything with :class:`~.model.KernelCostModel`'s
+    ``seconds`` and ``remembered``, e.g. :class:`~.gpu_model.GPUKernelModel`); by default by the
+    CPU model with ``rates``, which default to this host's calibration
+    (:func:`.calibration.load_or_calibrate`). A
     group's prediction is remembered (in this process and in the cache directory, see
     :class:`~.model.KernelCostModel`) under its structure (:func:`group_signature`), so a group
     met again - in a repeated layer, a second partitioning pass, a second compile - is neither
     fused nor scheduled again.
     """
 
-    def __init__(self, target: tvm.target.Target, rates: Rates | None = None):
-        rates = rates or load_or_calibrate()
-        store = cache_dir() / store_name(target, rates, host_key())
-        if store not in _MODELS:
-            _MODELS[store] = KernelCostModel(target, rates, store)
-        self.model = _MODELS[store]
+    def __init__(self, target: tvm.target.Target, rates: Rates | None = None, model=None):
+        if model is None:
+            rates = rates or load_or_calibrate()
+            store = cache_dir() / store_name(target, rates, host_key())
+            if store not in _MODELS:
+                _MODELS[store] = KernelCostModel(target, rates, store)
+            model = _MODELS[store]
+        self.model = model
         self._hashes: dict = {}  # PrimFunc -> structural hash, for this check's graphs
         self._groups: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> {group: s}
 
@@ -198,7 +129,8 @@ class ProfitabilityCheck:
         trips) nor for one of element-wise, broadcast and injective ops only: its kernel is loop
         nests the default schedule vectorises and parallelises like each op's own, reading each
         intermediate from registers or cache instead of memory, with fewer kernel calls - it is
-        never the fusion the schedule degrades (no contraction or reduction to lose a tile)."""
+        never the fusion the schedule degrades (no contraction or reduction to lose a tile; on a
+        GPU, ``Fallback`` gives element-wise kernels one thread per element, as each op's own)."""
         parts = [frozenset(p) for p in parts]
         union = frozenset().union(*parts)
         if not _static(graph, union):
@@ -215,6 +147,31 @@ class ProfitabilityCheck:
         if func not in self._hashes:
             self._hashes[func] = tvm_ffi.structural_hash(func)
         return self._hashes[func]
+
+
+class GPUProfitabilityCheck(ProfitabilityCheck):
+    """The check on a ``cuda`` target: kernels predicted by :class:`~.gpu_model.GPUKernelModel`,
+    around attention groups (:func:`~.attention_groups.attention_groups`, the groups FlashAttention
+    schedules as one kernel) as follows. A merge that stays strictly inside one gets no
+    prediction: the steps towards the kernel FlashAttention takes whole are ``Fallback`` kernels
+    of their own, and the strategy's decision stands for them. A merge that takes an op of one's
+    core together with an op outside it is refused: its kernel is no attention, and once formed
+    it keeps the attention from FlashAttention for good. Anything else, the whole group
+    included, is judged as any group is."""
+
+    def __init__(self, target: tvm.target.Target, model: GPUKernelModel):
+        super().__init__(target, model=model)
+        self.target = target
+
+    def verdict(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> Verdict:
+        parts = [frozenset(p) for p in parts]
+        union = frozenset().union(*parts)
+        for group in attention_groups(graph, self.target):
+            if union < group.members:
+                return Verdict(None, None, "part of an attention kernel FlashAttention takes whole")
+            if union & group.core and not union <= group.members:
+                return Verdict(math.inf, sum(self.group_seconds(graph, p) for p in parts))
+        return super().verdict(graph, parts)
 
 
 def _static(graph: DataflowGraph, members) -> bool:
@@ -257,9 +214,17 @@ def group_signature(graph: DataflowGraph, members: list[int], hash_of=tvm_ffi.st
 
 def profitability_for(target: tvm.target.Target | None, enabled: bool = True,
                       rates: Rates | None = None) -> ProfitabilityCheck | None:
-    """The check for ``target`` (``None`` when ``enabled`` is off or the target is not a CPU the
-    model was calibrated for: a DSA, whose simulator judges, or a GPU)."""
+    """The check for ``target``: on a CPU with the host's ``rates``, on a ``cuda`` target with
+    :class:`~.gpu_model.GPUKernelModel`; ``None`` when ``enabled`` is off or for other targets
+    (a DSA, whose simulator judges)."""
     target = target or tvm.target.Target.current(allow_none=True) or tvm.target.Target("llvm")
-    if not enabled or target.kind.name != "llvm" or "dsa" in list(target.keys):
+    if not enabled:
+        return None
+    if "cuda" in list(target.keys):
+        key = str(target)
+        if key not in _GPU_MODELS:
+            _GPU_MODELS[key] = GPUKernelModel(target)
+        return GPUProfitabilityCheck(target, _GPU_MODELS[key])
+    if target.kind.name != "llvm" or "dsa" in list(target.keys):
         return None
     return ProfitabilityCheck(target, rates)

@@ -11,7 +11,7 @@ import numpy as np
 import tvm
 from tvm import tirx
 
-from ..backends.cuda import written_params
+from ..tir_passes.gpu_rules import written_params
 from .build import build_with_phases, target_device
 from .kernel_times import called_kernels
 

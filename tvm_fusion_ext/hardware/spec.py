@@ -110,13 +110,18 @@ class GPUSpec(HardwareSpec):
     dram_bandwidth: float = 3.35e12
     fp32_flops: float = 67e12
     launch_seconds: float = 5e-6
+    # Threads one SM keeps resident (how many serial per-thread loops run at once) and the SM
+    # clock (what a cycle of a dependent chain costs), for the GPU cost model (cost/gpu_model.py).
+    max_threads_per_sm: int = 2048
+    clock_hz: float = 1.98e9
 
     @classmethod
     def h100(cls, target: tvm.target.Target | None = None) -> GPUSpec:
         """The H100 SXM5 (``sm_90``). Sources: NVIDIA H100 Tensor Core GPU Architecture whitepaper
-        (132 SMs, 50 MB L2, 3.35 TB/s HBM3, 67 TFLOPS float32) and the CUDA C++ Programming
-        Guide, "Technical Specifications per Compute Capability" for 9.0 (228 KB shared memory
-        per SM, 227 KB per block, 1024 threads per block, warp size 32). The launch cost is an
+        (132 SMs, 50 MB L2, 3.35 TB/s HBM3, 67 TFLOPS float32, 1980 MHz boost clock) and the
+        CUDA C++ Programming Guide, "Technical Specifications per Compute Capability" for 9.0
+        (228 KB shared memory per SM, 227 KB per block, 1024 threads per block, 2048 resident
+        threads per SM, warp size 32). The launch cost is an
         estimate (a few microseconds per launch through the CUDA runtime), not a datasheet figure.
         ``max_num_threads`` / ``thread_warp_size`` of ``target`` win over the defaults."""
         attrs = target.attrs if target is not None else {}

@@ -50,11 +50,12 @@ def zoo_model(name: str):
 
 
 @functools.cache
-def build_for_cuda(name: str, fusion: str):
-    """(scheduled module, executable) of zoo model ``name`` under ``fusion`` for sm_90."""
+def build_for_cuda(name: str, fusion: str, cost_check: bool = True):
+    """(scheduled module, executable) of zoo model ``name`` under ``fusion`` for sm_90
+    (``cost_check`` as for :func:`~tvm_fusion_ext.driver.build.build`)."""
     keep = KeepScheduled()
     with instrumented(keep):
-        executable = build(zoo_model(name).relax("torch"), fusion, TARGET)
+        executable = build(zoo_model(name).relax("torch"), fusion, TARGET, cost_check=cost_check)
     return keep.mod, executable
 
 

@@ -1,0 +1,118 @@
+"""The groups of a dataflow graph whose kernel the CUDA backend's
+:class:`~tvm_fusion_ext.tir_passes.flash_attention.FlashAttention` rule schedules as one
+FlashAttention kernel.
+
+A strategy that builds its groups a merge at a time (NeoFlow's greedy Eq. (4)) reaches such a
+group through smaller ones - the score matmul with its scaling, then the softmax - whose kernels
+no rule but ``Fallback`` takes. Judged alone they would be refused and the attention kernel never
+formed; the GPU check (:class:`~.profitability.GPUProfitabilityCheck`) abstains on them instead,
+and refuses merges that would take an attention op together with an op the FlashAttention kernel
+cannot hold (a bias add before ``Q``), which would leave the attention to ``Fallback``.
+
+An attention group is found from its two contractions: for a pair of contraction nodes (``Q·Kᵀ``
+and ``P·V``, pattern ``OUT_EWISE_FUSABLE``) with a path between them, the ``core`` is the nodes on
+those paths (at most :data:`MAX_CORE_NODES`). The group (``members``) is the core with the ops
+that only feed it - first every element-wise and injective one, else the injective ones only
+(reshapes, transposes, slices: index changes the match inlines into the loads of ``Q``, ``K``,
+``V``), else none - and with the chain of injective ops after it (the output's reshape and
+transpose, which the match allows) or without, the first of these whose fused kernel
+FlashAttention schedules.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import tvm
+
+from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
+from ..tir_passes.flash_attention import FlashAttention
+from .group_kernel import fused_kernel
+
+# Nodes between the two contractions of an attention: scaling, masking-free softmax (max,
+# subtract, exp, sum, divide), reshapes and broadcasts; a longer path is no attention.
+MAX_CORE_NODES = 12
+# Ops that may feed an attention group: element-wise, broadcast and injective ones, or only the
+# injective ones (reshapes, transposes, slices).
+ELEMENT_WISE_OR_INDEX = frozenset({OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPattern.INJECTIVE})
+INDEX_ONLY = frozenset({OpPattern.INJECTIVE})
+
+_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class AttentionGroup:
+    """The nodes between the two contractions (``core``) and the whole group (``members``)."""
+
+    core: frozenset[int]
+    members: frozenset[int]
+
+
+def attention_groups(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGroup]:
+    """Every attention group of ``graph`` (module docstring), remembered per graph."""
+    if graph not in _FOUND:
+        _FOUND[graph] = _find(graph, target)
+    return _FOUND[graph]
+
+
+def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGroup]:
+    contractions = [n.index for n in graph.nodes
+                    if n.kind is NodeKind.CALL_TIR and n.pattern == OpPattern.OUT_EWISE_FUSABLE]
+    rule = FlashAttention()
+    reaching = {b: _reaching(graph, b) for b in contractions}
+    groups = []
+    for a in contractions:
+        below = graph.reachable_from([a])
+        for b in contractions:
+            core = below & reaching[b]
+            if b == a or b not in below or len(core) > MAX_CORE_NODES:
+                continue
+            tail = _output_chain(graph, b)
+            for members in (core | feeding | after
+                            for feeding in (_feeding(graph, core, ELEMENT_WISE_OR_INDEX),
+                                            _feeding(graph, core, INDEX_ONLY), set())
+                            for after in (tail, set())):
+                kernel = fused_kernel(graph, members)
+                if kernel is not None and rule.apply(kernel, target, False) is not None:
+                    groups.append(AttentionGroup(frozenset(core), frozenset(members)))
+                    break
+    return groups
+
+
+def _reaching(graph: DataflowGraph, target: int) -> set[int]:
+    """Nodes from which ``target`` is reachable (``target`` included)."""
+    seen, stack = set(), [target]
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(graph.nodes[n].inputs)
+    return seen
+
+
+def _output_chain(graph: DataflowGraph, last: int) -> set[int]:
+    """The injective ops after ``last`` each of which is the only consumer of the one before."""
+    chain = set()
+    node = graph.nodes[last]
+    while len(node.outputs) == 1 and not node.is_block_output:
+        node = graph.nodes[node.outputs[0]]
+        if node.kind is not NodeKind.CALL_TIR or node.pattern != OpPattern.INJECTIVE or len(node.inputs) != 1:
+            break
+        chain.add(node.index)
+    return chain
+
+
+def _feeding(graph: DataflowGraph, core: set[int], patterns: frozenset[OpPattern]) -> set[int]:
+    """Ops of ``patterns`` whose every consumer is in ``core`` or is such an op, transitively."""
+    group = set(core)
+    changed = True
+    while changed:
+        changed = False
+        for n in {p for m in group for p in graph.nodes[m].inputs} - group:
+            node = graph.nodes[n]
+            if (node.kind is NodeKind.CALL_TIR and node.pattern in patterns and not node.is_block_output
+                    and set(node.outputs) <= group):
+                group.add(n)
+                changed = True
+    return group - set(core)

@@ -1,0 +1,92 @@
+"""The kernel a group of a :class:`~tvm_fusion_ext.analysis.graph.DataflowGraph` becomes, made as
+the pipeline makes it (:func:`fused_kernel`), and the module that runs one group alone
+(:func:`group_module`, APOLLO's upward feedback): what the profitability check predicts from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import tvm
+from tvm import relax, s_tir, tirx
+
+from ..analysis.graph import DataflowGraph, NodeKind
+from ..ir_utils import PRIMITIVE_ATTR, VarRemapper
+
+
+def group_module(graph: DataflowGraph, group: Iterable[int]) -> tvm.IRModule:
+    """A module whose ``main`` runs exactly the bindings of ``group`` (inputs become parameters),
+    with the PrimFuncs they call: what the downstream compiler is asked to compile for one group
+    (APOLLO's upward feedback)."""
+    return _group_module(graph, group, lift_constants=False)[0]
+
+
+def _group_module(graph: DataflowGraph, group: Iterable[int], lift_constants: bool):
+    """:func:`group_module` and what ``main``'s parameters stand for (variables, and with
+    ``lift_constants`` also the tensor constants the bindings' calls read, in order of first use
+    with the variables, as ``MaterializePartition`` lifts them out of a grouped function)."""
+    members = sorted(group)
+    bindings = [graph.bindings[i] for i in members]
+    defined = {b.var for b in bindings}
+    inputs = []
+    for b in bindings:
+        value = b.value
+        args = value.args[1].fields if lift_constants and isinstance(value, relax.Call) \
+            and len(value.args) > 1 and isinstance(value.args[1], relax.Tuple) else []
+        used = [a for a in args if isinstance(a, tvm.ir.Constant) and isinstance(a.ty, relax.TensorType)]
+        for v in [*relax.analysis.free_vars(value), *used]:
+            if v not in defined and v not in inputs:
+                inputs.append(v)
+    outputs = [graph.bindings[i].var for i in members
+               if graph.nodes[i].is_block_output or not set(graph.nodes[i].outputs) <= set(members)]
+    outputs = outputs or [bindings[-1].var]
+    params = [relax.Var(v.name if isinstance(v, relax.Var) else f"param_{i}", v.ty)
+              for i, v in enumerate(inputs)]
+    remap = VarRemapper(dict(zip(inputs, params)))
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            for b in bindings:
+                value = remap.visit_expr(b.value)
+                remap.var_map[b.var] = bb.emit(value, name_hint=b.var.name)
+            result = remap.var_map[outputs[0]] if len(outputs) == 1 else relax.Tuple(
+                [remap.var_map[o] for o in outputs])
+            out = bb.emit_output(result)
+        bb.emit_func_output(out)
+    mini = bb.get()
+    for i, b in zip(members, bindings):
+        if graph.nodes[i].kind is NodeKind.CALL_TIR:
+            mini[b.value.args[0]] = graph.nodes[i].prim_func
+    return mini, inputs
+
+
+def fused_kernel(graph: DataflowGraph, group: Iterable[int]) -> tirx.PrimFunc | None:
+    """The one PrimFunc the pipeline makes of ``group`` (``None`` when ``FuseTIR`` cannot make
+    one), as the schedule receives it: the group's bindings as a ``Primitive`` function with its
+    constants lifted to parameters (as ``MaterializePartition`` does) and passed by the caller,
+    ``FuseTIR`` and ``StmtSimplify`` (the ``fuse_tir`` phase), then
+    ``AttachAttrLayoutFreeBuffers`` (the CPU backend's first scheduling pass: constant weights
+    are packed once, at compile time, not in the kernel). A single ``call_tir`` keeps its own
+    PrimFunc, as the pipeline leaves it."""
+    members = sorted(group)
+    if len(members) == 1 and graph.nodes[members[0]].kind is NodeKind.CALL_TIR:
+        mini = relax.transform.AttachAttrLayoutFreeBuffers()(group_module(graph, members))
+        (kernel,) = [f for _, f in mini.functions_items() if isinstance(f, tirx.PrimFunc)]
+        return kernel
+    mini, inputs = _group_module(graph, members, lift_constants=True)
+    primitive = mini["main"].with_attr(PRIMITIVE_ATTR, True)
+    bb = relax.BlockBuilder(tvm.IRModule({gv: f for gv, f in mini.functions_items()
+                                          if isinstance(f, tirx.PrimFunc)}))
+    gvar = bb.add_func(primitive, "fused")
+    params = {v: relax.Var(v.name, v.ty) for v in inputs if isinstance(v, relax.Var)}
+    with bb.function("main", list(params.values())):
+        with bb.dataflow():
+            out = bb.emit_output(relax.Call(gvar, [params.get(v, v) for v in inputs]))
+        bb.emit_func_output(out)
+    try:
+        fused = tvm.transform.Sequential([
+            relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
+            s_tir.transform.StmtSimplify(), relax.transform.AttachAttrLayoutFreeBuffers()])(bb.get())
+    except Exception:  # noqa: BLE001 - a group FuseTIR cannot fuse is no candidate
+        return None
+    prims = [f for _, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)]
+    return prims[0] if len(prims) == 1 else None
