@@ -170,3 +170,18 @@ def test_demo_times_draws_and_simulates_every_strategy(tmp_path, capsys):
     best = printed.split("fastest strategy: ")[1].split(",")[0]
     assert (out_dir / "latency.svg").exists() and (out_dir / f"{best}.svg").exists()
     assert f"wrote {out_dir / (best + '.svg')}" in printed
+
+
+def test_rows_are_timed_in_interleaved_turns():
+    """``measure_interleaved_ms`` times rows in turns of ``INTERLEAVE_CALLS`` calls, so a change
+    of machine speed during a round hits every row alike."""
+    from tvm_fusion_ext.driver.evaluation import INTERLEAVE_CALLS, measure_interleaved_ms
+
+    calls = []
+    fns = {name: (lambda name=name: calls.append(name)) for name in ("a", "b")}
+    latencies = measure_interleaved_ms(fns, warmup=1, min_runs=3 * INTERLEAVE_CALLS, min_seconds=0.0)
+    assert set(latencies) == {"a", "b"} and all(v >= 0 for v in latencies.values())
+    timed = calls[4:]  # warm-up and the one estimating call of each row come first
+    turns = [timed[i:i + INTERLEAVE_CALLS] for i in range(0, len(timed), INTERLEAVE_CALLS)]
+    assert [turn[0] for turn in turns] == ["a", "b"] * 3
+    assert all(len(set(turn)) == 1 for turn in turns)

@@ -34,8 +34,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="threads for TVM, PyTorch and ONNX Runtime (default: all logical CPUs)")
     parser.add_argument("--runs", type=int, default=20, help="minimum timed runs per row and round")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="rounds of timing, every row once per round (round-robin); a row's latency "
-                             "is the median of its round medians (default 3)")
+                        help="rounds of timing; within a round the rows take turns of a few calls each, "
+                             "so drift slows every row alike; a row's latency is the median of its "
+                             "round medians (default 3)")
     parser.add_argument("--trials", type=int, default=32,
                         help="MetaSchedule trials per task under --policy tuned")
     parser.add_argument("--work-dir", default=None,

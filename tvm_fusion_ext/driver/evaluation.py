@@ -199,18 +199,38 @@ def measure_latency_ms(fn: Callable[[], object], warmup: int = 3, min_runs: int 
                        min_seconds: float = 0.5, max_runs: int = 1000) -> float:
     """Median wall time of ``fn()`` in ms: ``warmup`` untimed calls, then at least ``min_runs``
     timed calls (more, up to ``max_runs``, until about ``min_seconds`` have been spent)."""
-    for _ in range(max(warmup, 1)):
-        fn()
-    start = time.perf_counter()
-    fn()
-    estimate = time.perf_counter() - start
-    runs = max(min_runs, min(max_runs, math.ceil(min_seconds / max(estimate, 1e-9))))
-    samples = []
-    for _ in range(runs):
+    return measure_interleaved_ms({"fn": fn}, warmup, min_runs, min_seconds, max_runs)["fn"]
+
+
+# Timed calls of one row before the next row's turn in :func:`measure_interleaved_ms`.
+INTERLEAVE_CALLS = 4
+
+
+def measure_interleaved_ms(fns: dict[str, Callable[[], object]], warmup: int = 3, min_runs: int = 20,
+                           min_seconds: float = 0.5, max_runs: int = 1000) -> dict[str, float]:
+    """Median wall time in ms of every function of ``fns``, timed in turns of
+    :data:`INTERLEAVE_CALLS` calls each (row A, row B, ..., row A, ...) rather than one after
+    the other: a machine that changes speed while they are timed (a 2-core cloud host's
+    frequency or neighbour load shifts within seconds) then slows every row alike, so ratios
+    between rows hold. Each gets ``warmup`` untimed calls, then at least ``min_runs`` timed calls
+    (more, up to ``max_runs``, until about ``min_seconds`` have been spent on it)."""
+    remaining = {}
+    for name, fn in fns.items():
+        for _ in range(max(warmup, 1)):
+            fn()
         start = time.perf_counter()
         fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e3
+        estimate = time.perf_counter() - start
+        remaining[name] = max(min_runs, min(max_runs, math.ceil(min_seconds / max(estimate, 1e-9))))
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    while any(remaining.values()):
+        for name, fn in fns.items():
+            for _ in range(min(INTERLEAVE_CALLS, remaining[name])):
+                start = time.perf_counter()
+                fn()
+                samples[name].append(time.perf_counter() - start)
+                remaining[name] -= 1
+    return {name: statistics.median(values) * 1e3 for name, values in samples.items()}
 
 
 def machine_description(threads: int) -> str:
@@ -332,8 +352,9 @@ def compare(workload: Workload, fusions: list[str], target="llvm", policy: str =
     """Measure every strategy in ``fusions`` (plus reference rows) on ``workload`` (``cost_check``
     as for :func:`~tvm_fusion_ext.pipelines.pipeline`).
 
-    The rows are timed ``rounds`` times in turn (round-robin), and each row's latency is the
-    median of its round medians, so that drift on a shared machine hits every row alike.
+    The rows are timed ``rounds`` times, interleaved within each round
+    (:func:`measure_interleaved_ms`), and each row's latency is the median of its round medians,
+    so that drift on a shared machine hits every row alike.
     ``timing_phase`` is entered once every row is compiled and left after the last timed run:
     several processes can compile at once and then time one after another (``scripts/bench_gpu.py``).
     """
@@ -361,10 +382,9 @@ def compare(workload: Workload, fusions: list[str], target="llvm", policy: str =
     samples: dict[str, list[float]] = {name: [] for name in fusions}
     with timing_phase or contextlib.nullcontext():
         for _ in tqdm(range(max(rounds, 1)), desc="time", unit="round", disable=disable, leave=False):
-            for name in fusions:
-                fn, row = runners[name]
-                if row.dsa is None:
-                    samples[name].append(measure_latency_ms(fn, warmup=warmup, min_runs=min_runs))
+            timed = {name: runners[name][0] for name in fusions if runners[name][1].dsa is None}
+            for name, latency in measure_interleaved_ms(timed, warmup=warmup, min_runs=min_runs).items():
+                samples[name].append(latency)
     rows = []
     for name in fusions:
         row = runners[name][1]
