@@ -47,6 +47,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                         help="workloads compiling at once (default: half the logical CPUs)")
+    parser.add_argument("--no-cost-check", dest="cost_check", action="store_false",
+                        help="each paper's groups as written (no profitability check), for ablations")
     parser.add_argument("--json", help="write every report here")
     parser.add_argument("--markdown", help="replace the bench_gpu section of this file (e.g. docs/benchmarks.md)")
     return parser.parse_args(argv)
@@ -97,7 +99,7 @@ class TimingTurn:
         return False
 
 
-def run_workload(label, model, model_args, fusions, target, rounds, turn: TimingTurn, out_path):
+def run_workload(label, model, model_args, fusions, target, rounds, cost_check, turn: TimingTurn, out_path):
     """One workload's ``compare`` in a worker process; its report (or error) goes to ``out_path``."""
     turn.compile_slots.acquire()
     result = {"label": label}
@@ -106,7 +108,8 @@ def run_workload(label, model, model_args, fusions, target, rounds, turn: Timing
         from tvm_fusion_ext.driver.evaluation import compare, load_workload
 
         workload = load_workload(model, model_args)
-        report = compare(workload, fusions, target, "untuned", rounds=rounds, progress=False, timing_phase=turn)
+        report = compare(workload, fusions, target, "untuned", rounds=rounds, progress=False,
+                         cost_check=cost_check, timing_phase=turn)
         result["rows"] = [row.to_json() for row in report.rows]
         result["table"] = report.table()
         print(f"\n{label} (timed)\n{result['table']}", flush=True)  # survives a run cut short
@@ -165,7 +168,7 @@ def main(argv=None) -> int:
     for index, (label, model, model_args) in enumerate(jobs):
         path = os.path.join(out_dir, f"{index}.json")
         worker = context.Process(target=run_workload, args=(label, model, model_args, fusions, target,
-                                                             args.rounds, turn, path))
+                                                             args.rounds, args.cost_check, turn, path))
         worker.start()
         workers.append((worker, path, label))
     while any(worker.is_alive() for worker, _, _ in workers):
