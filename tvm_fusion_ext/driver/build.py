@@ -7,7 +7,7 @@
   also keeps the module after the strategy's fusion and after the schedule;
 * :func:`run` runs a compiled module (on the device :func:`target_device` gives); :func:`random_inputs` makes random, never all-zero inputs
   for a function's tensor parameters;
-* :func:`max_abs_error` measures output differences without asserting.
+* :func:`max_abs_error` and :func:`max_rel_error` measure output differences without asserting.
 """
 
 from __future__ import annotations
@@ -82,11 +82,13 @@ def random_inputs(func: relax.Function, seed: int = 0) -> list[np.ndarray]:
             shape = [int(dim) for dim in ty.shape.values]
         except TypeError as err:
             raise ValueError(f"parameter {param.name} has a symbolic shape {ty.shape}") from err
-        arrays.append(_random_array(rng, shape, str(ty.dtype)))
+        arrays.append(random_array(rng, shape, str(ty.dtype)))
     return arrays
 
 
-def _random_array(rng, shape, dtype: str) -> np.ndarray:
+def random_array(rng, shape, dtype: str, int_high: int = 8) -> np.ndarray:
+    """One random array, never all zeros: floats from U(-1, 1) shifted away from 0, integers from
+    [0, ``int_high``) with at least one 1."""
     if dtype.startswith(("float", "bfloat")):
         values = rng.uniform(-1.0, 1.0, size=shape)
         values = np.where(np.abs(values) < 1e-3, 0.5, values)
@@ -95,7 +97,7 @@ def _random_array(rng, shape, dtype: str) -> np.ndarray:
         values = rng.integers(0, 2, size=shape).astype(bool)
         values.flat[0] = True
         return values
-    values = rng.integers(0, 8, size=shape).astype(dtype)
+    values = rng.integers(0, int_high, size=shape).astype(dtype)
     values.flat[0] = 1
     return values
 
@@ -123,6 +125,14 @@ def max_abs_error(actual, expected) -> float:
     return worst
 
 
+def max_rel_error(actual, expected) -> float:
+    """:func:`max_abs_error` of each output over that output's largest magnitude (worst output)."""
+    assert len(actual) == len(expected), f"{len(actual)} outputs vs {len(expected)}"
+    worst = 0.0
+    for a, e in zip(actual, expected):
+        scale = float(np.max(np.abs(np.asarray(e, dtype="float64")))) if np.size(e) else 0.0
+        worst = max(worst, max_abs_error([a], [e]) / (scale if scale > 0 else 1.0))
+    return worst
 
 
 def instrumented(*instruments) -> tvm.transform.PassContext:

@@ -12,7 +12,7 @@ import tvm
 from tvm import tirx
 
 from ..tir_passes.gpu_rules import written_params
-from .build import build_with_phases, target_device
+from .build import build_with_phases, max_rel_error, random_array, target_device
 from .kernel_times import called_kernels
 
 
@@ -49,20 +49,12 @@ def compare_kernel(scheduled: tirx.PrimFunc, reference: tirx.PrimFunc, target, d
     CPU, on the same random inputs (integers drawn from {0, 1})."""
     buffers = list(reference.params)
     outputs = {i for i, param in enumerate(buffers) if any(param.same_as(w) for w in written_params(reference))}
-    arrays = []
-    for i, buf in enumerate(buffers):
-        shape = [int(d) for d in buf.shape]
-        if i in outputs:
-            arrays.append(np.zeros(shape, buf.dtype))
-        elif "int" in buf.dtype:
-            arrays.append(rng.integers(0, 2, shape).astype(buf.dtype))
-        else:
-            arrays.append(rng.uniform(-1, 1, shape).astype(buf.dtype))
+    shapes = [[int(d) for d in buf.shape] for buf in buffers]
+    arrays = [np.zeros(shape, buf.dtype) if i in outputs else random_array(rng, shape, buf.dtype, int_high=2)
+              for i, (buf, shape) in enumerate(zip(buffers, shapes))]
     expected = _run(reference, "llvm", tvm.cpu(), arrays)
     actual = _run(scheduled, target, device, arrays)
-    errors = [float(np.max(np.abs(actual[i] - expected[i])) / max(float(np.max(np.abs(expected[i]))), 1e-30))
-              for i in sorted(outputs)]
-    return max(errors, default=0.0)
+    return max_rel_error([actual[i] for i in sorted(outputs)], [expected[i] for i in sorted(outputs)])
 
 
 def _run(func: tirx.PrimFunc, target, device, arrays) -> list[np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 import tvm
 
 from ..analysis.kernel_traffic import KernelTraffic, kernel_traffic
-from ..driver.build import build, max_abs_error, random_inputs, run
+from ..driver.build import build, max_abs_error, max_rel_error, random_inputs, run
 
 __all__ = ["EXACT", "TOLERANCES", "KernelTraffic", "assert_allclose_by_dtype", "assert_same_as_unfused",
            "boundary_bytes", "build", "count_kernels", "kernel_traffic", "max_abs_error", "max_rel_error",
@@ -42,16 +42,6 @@ def assert_allclose_by_dtype(actual, expected, context: str = "") -> float:
         np.testing.assert_allclose(a, e, atol=atol, rtol=rtol, err_msg=f"{context}: output {i}")
         if a.size:
             worst = max(worst, float(np.max(np.abs(a.astype("float64") - e.astype("float64")))))
-    return worst
-
-
-def max_rel_error(actual, expected) -> float:
-    """:func:`max_abs_error` of each output over that output's largest magnitude (worst output)."""
-    assert len(actual) == len(expected), f"{len(actual)} outputs vs {len(expected)}"
-    worst = 0.0
-    for a, e in zip(actual, expected):
-        scale = float(np.max(np.abs(np.asarray(e, dtype="float64")))) if np.size(e) else 0.0
-        worst = max(worst, max_abs_error([a], [e]) / (scale if scale > 0 else 1.0))
     return worst
 
 
