@@ -41,6 +41,7 @@ from tvm_fusion_ext.driver.evaluation import (
     configure_threads,
     load_workload,
     machine_description,
+    parse_model_spec,
     parse_target,
 )
 from tvm_fusion_ext.driver.kernel_times import BUILTINS, called_kernels, contractions, kernel_times
@@ -70,8 +71,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def workloads(models: str, batches: list[int]):
     """``(label, zoo name, zoo arguments)`` for every model and batch."""
     for item in models.split(","):
-        name, _, assignments = item.partition(":")
-        extra = [a for a in assignments.split(";") if a] if assignments else []
+        name, extra = parse_model_spec(item)
         for batch in batches:
             args = [*extra, f"batch={batch}"]
             yield f"{name} ({', '.join(args)})", name, args

@@ -56,10 +56,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def workloads(models: str) -> list[tuple[str, str, list[str]]]:
     """``(label, zoo name, zoo arguments)`` of every workload in ``models``."""
+    from tvm_fusion_ext.driver.evaluation import parse_model_spec
+
     found = []
     for item in filter(None, (m.strip() for m in models.split(","))):
-        name, _, assignments = item.partition(":")
-        args = [a for a in assignments.split(";") if a]
+        name, args = parse_model_spec(item)
         found.append((f"{name} ({', '.join(args)})" if args else name, name, args))
     return found
 

@@ -109,6 +109,13 @@ def load_workload(model: str, model_args: list[str] | None = None, importer: str
                     torch_module=built.module, onnx_model=built.onnx_bytes, args=args)
 
 
+def parse_model_spec(text: str) -> tuple[str, list[str]]:
+    """``"name:key=value;key=value"`` (the benchmark scripts' model syntax) -> ``(name, ["key=value",
+    ...])``, the zoo name and the arguments :func:`load_workload` takes."""
+    name, _, assignments = text.strip().partition(":")
+    return name, [a for a in assignments.split(";") if a]
+
+
 def _onnx_file_workload(path: str, importer: str | None, input_shapes: dict | None) -> Workload:
     from ..zoo import frontends
 
