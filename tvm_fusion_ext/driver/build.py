@@ -28,8 +28,8 @@ def build(mod: tvm.IRModule, fusion: str | tvm.transform.Pass = "none", target="
     return tvm.compile(mod, target=target, relax_pipeline=relax_pipeline)
 
 
-def build_with_phases(mod: tvm.IRModule, fusion: str, target, policy: str = "untuned"
-                      ) -> tuple[relax.VMExecutable, tvm.IRModule, tvm.IRModule]:
+def build_with_phases(mod: tvm.IRModule, fusion: str, target, policy: str = "untuned",
+                      cost_check: bool = True) -> tuple[relax.VMExecutable, tvm.IRModule, tvm.IRModule]:
     """:func:`build`, and the module right after ``fusion``'s fusion stage (its kernels unscheduled)
     and right after the schedule phase."""
     captured = {}
@@ -42,7 +42,7 @@ def build_with_phases(mod: tvm.IRModule, fusion: str, target, policy: str = "unt
                 captured[info.name] = module
 
     with instrumented(_Capture()):
-        executable = build(mod, fusion, target, policy)
+        executable = build(mod, fusion, target, policy, cost_check)
     return executable, captured[fused_phase], captured[scheduled_phase]
 
 

@@ -13,9 +13,8 @@ import tvm
 from tvm import s_tir, tirx
 
 from .. import zoo
-from ..driver.build import build, instrumented
+from ..driver.build import build_with_phases
 from ..driver.kernel_times import CUDA_KERNEL_HEAD, device_sources
-from ..pipelines import PHASE_PREFIX
 
 TARGET = {"kind": "cuda", "arch": "sm_90"}
 # TVM's GPU verifier with the H100's limits (CUDA C++ Programming Guide, compute capability 9.0).
@@ -31,18 +30,6 @@ MISSING = [what for what, absent in (
 ) if absent]
 
 
-@tvm.ir.instrument.pass_instrument
-class KeepScheduled:
-    """The module right after the pipeline's schedule phase."""
-
-    def __init__(self):
-        self.mod = None
-
-    def run_after_pass(self, mod, info):
-        if info.name == PHASE_PREFIX + "schedule":
-            self.mod = mod
-
-
 @functools.cache
 def zoo_model(name: str):
     """Zoo model ``name`` at its small test size (:data:`tvm_fusion_ext.zoo.SMALL_ARGS`)."""
@@ -53,10 +40,9 @@ def zoo_model(name: str):
 def build_for_cuda(name: str, fusion: str, cost_check: bool = True):
     """(scheduled module, executable) of zoo model ``name`` under ``fusion`` for sm_90
     (``cost_check`` as for :func:`~tvm_fusion_ext.driver.build.build`)."""
-    keep = KeepScheduled()
-    with instrumented(keep):
-        executable = build(zoo_model(name).relax("torch"), fusion, TARGET, cost_check=cost_check)
-    return keep.mod, executable
+    executable, _, scheduled = build_with_phases(zoo_model(name).relax("torch"), fusion,
+                                                 tvm.target.Target(TARGET), cost_check=cost_check)
+    return scheduled, executable
 
 
 def kernels(mod: tvm.IRModule) -> dict:
