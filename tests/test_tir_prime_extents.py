@@ -57,8 +57,19 @@ def test_softmax_rows_are_vectorised_with_a_tail_and_balanced_over_the_cores():
     loops = _loops(softmax)
     parallel = [loop for loop in loops if loop.kind == tirx.ForKind.PARALLEL]
     assert [int(loop.extent) for loop in parallel] == [HEADS * TOKENS]   # not 3 tiles on 2 cores
-    hinted = [loop for loop in loops if PARTITION_HINT in loop.annotations]
-    assert hinted and all(int(loop.extent) == 25 for loop in hinted)   # ceil(197 / 8)
+    assert not [loop for loop in loops if PARTITION_HINT in loop.annotations]   # every tail peeled
+    vectors = [loop for loop in loops if loop.kind == tirx.ForKind.VECTORIZED and int(loop.extent) == 8]
+    outer = [(int(loop.min), int(loop.extent)) for loop in loops if any(loop.body.same_as(v) for v in vectors)]
+    assert outer and set(outer) == {(0, 24), (24, 1)}   # 197 = 24 whole vectors of 8, then the predicated one
+
+
+def test_tail_vectorised_softmax_compiles_to_vector_code():
+    """LLVM's vector instructions for the softmax rows' exp: a loop whose every vector is
+    predicated would be scalarised by TVM's VectorizeLoop (its last vector must be peeled)."""
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "core-avx2"})
+    softmax = _prim_func(DefaultSchedule(target, AVX2)(_attention_scores()), "softmax")
+    lib = tvm.tirx.build(tvm.IRModule({"softmax": softmax.with_attr("global_symbol", "softmax")}), target)
+    assert "<8 x float> @llvm.exp" in lib.inspect_source("ll")
 
 
 def test_padded_and_tail_vectorised_kernels_compute_the_same_numbers():

@@ -8,6 +8,7 @@ from tvm.s_tir import dlight as dl
 
 from ..hardware import HardwareSpec, spec_for_target
 from .analysis import analyze_blocks
+from .vectorize import peel_vector_tails
 
 
 class SpecScheduleRule(dl.ScheduleRule):
@@ -15,7 +16,8 @@ class SpecScheduleRule(dl.ScheduleRule):
 
     ``apply`` declines (returns None) for anything that is not a PrimFunc with analysable blocks;
     otherwise it hands the schedule, the analysed blocks and the spec to :meth:`schedule`, which
-    returns the schedule or None to decline. A rule that sets ``skip_loopless`` is given the other
+    returns the schedule or None to decline; the loops it vectorised with a predicated tail are then
+    peeled (:func:`.vectorize.peel_vector_tails`). A rule that sets ``skip_loopless`` is given the other
     blocks when some have no loops (see :func:`.analysis.analyze_blocks`) instead of declining.
 
     After ``apply``, ``reason`` says why the rule declined (``None`` when it scheduled), and
@@ -40,7 +42,10 @@ class SpecScheduleRule(dl.ScheduleRule):
         if not analyzed:
             return self.decline("a block is nested, predicated, writes several buffers or binds its "
                                 "loops other than one loop per block variable")
-        return self.schedule(sch, analyzed, self.spec or spec_for_target(target))
+        scheduled = self.schedule(sch, analyzed, self.spec or spec_for_target(target))
+        if scheduled is not None:
+            peel_vector_tails(scheduled)
+        return scheduled
 
     def decline(self, reason: str) -> None:
         """Record why the rule declines the function at hand; ``return self.decline(...)``."""

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 
+import tvm_ffi
 from tvm import s_tir, tirx
+from tvm.s_tir.stmt import SBlock
 
 from .analysis import REDUCE, indexes_trailing, realize_of, try_primitive, vector_factor
 
-# Annotation read by TVM's LoopPartition (src/s_tir/transform/loop_partition.cc): the loop is
-# partitioned where its body's ``likely`` condition is constant, so the predicate of a split
-# with a tail leaves the full vector iterations and guards only the last one.
+# Annotation marking the loop of whole vectors of a split with a predicated tail: once a rule's
+# schedule is complete, :func:`peel_vector_tails` partitions it into the unpredicated vectors and
+# the last, predicated one. TVM's own LoopPartition (src/s_tir/transform/loop_partition.cc) would
+# need both this hint and ``likely`` predicates under the ``partition_const_loop`` option, which
+# the schedule cannot set; without the partition, VectorizeLoop scalarises the whole predicated loop.
 PARTITION_HINT = "pragma_loop_partition_hint"
 
 
@@ -20,8 +24,8 @@ def vectorize_loop(sch: s_tir.Schedule, loop, extent: int, lanes: int):
     The width is :func:`.analysis.vector_factor`'s divisor of ``extent`` when there is one.
     Otherwise (a prime extent) a loop of at least two vectors is split into ``ceil(extent / lanes)`` vectors of
     ``lanes`` whose last one is predicated; the outer loop carries :data:`PARTITION_HINT`, so
-    lowering peels that last vector off and the others run unpredicated (ViT's 197 tokens: 12
-    vectors of 16 and a scalar tail of 5).
+    :func:`peel_vector_tails` peels that last vector off and the others run unpredicated (ViT's
+    197 tokens: 24 vectors of 8 and a scalar tail of 5).
     """
     width = vector_factor(extent, lanes)
     if width is not None:
@@ -37,6 +41,44 @@ def vectorize_loop(sch: s_tir.Schedule, loop, extent: int, lanes: int):
     sch.annotate(vectors, PARTITION_HINT, 1)
     sch.vectorize(lane)
     return lane
+
+
+def peel_vector_tails(sch: s_tir.Schedule) -> int:
+    """Partition every loop carrying :data:`PARTITION_HINT` into its whole vectors and its last,
+    predicated one (``sch.loop_partition``, ``src/s_tir/schedule/primitive/loop_partition.cc``);
+    returns how many were peeled. Lowering then proves the predicate of the whole vectors true and
+    drops it, so ``VectorizeLoop`` vectorises them, and only the last vector runs lane by lane.
+    ``loop_partition`` renames the blocks it copies, so this runs once a schedule is complete. A
+    loop the primitive refuses keeps its predicated form (correct, unvectorised)."""
+    peeled = 0
+    for loop in _hinted_loops(sch):
+        extent = sch.get(loop).extent
+        if not isinstance(extent, tirx.IntImm) or int(extent) < 2:
+            continue
+        sch.unannotate(loop, PARTITION_HINT)  # loop_partition refuses annotated loops
+        if try_primitive(sch.loop_partition, loop, [int(extent) - 1, None]):
+            peeled += 1
+        else:
+            sch.annotate(loop, PARTITION_HINT, 1)
+    return peeled
+
+
+def _hinted_loops(sch: s_tir.Schedule) -> list:
+    """LoopRVs of the loops carrying :data:`PARTITION_HINT`, outermost first, each once."""
+    found, seen = [], set()
+    for block in _leaf_block_names(sch.mod["main"]):
+        for loop in sch.get_loops(sch.get_sblock(block)):
+            stmt = sch.get(loop)
+            if PARTITION_HINT in stmt.annotations and stmt not in seen:
+                seen.add(stmt)
+                found.append(loop)
+    return found
+
+
+def _leaf_block_names(func: tirx.PrimFunc) -> list[str]:
+    names = []
+    tvm_ffi.structural_walk(func.body, [(SBlock, lambda block: names.append(block.name_hint))], order="pre")
+    return [name for name in names if name != "root"]
 
 
 def factor_reduction_lanes(sch: s_tir.Schedule, block, lanes: int) -> str | None:
@@ -67,7 +109,7 @@ def factor_reduction_lanes(sch: s_tir.Schedule, block, lanes: int) -> str | None
 def vectorize_row_reduction(sch: s_tir.Schedule, block, lanes: int) -> bool:
     """:func:`factor_reduction_lanes` and :func:`vectorize_partial` for a reduction that keeps
     its loops (the anchor of its function): the reduced extent needs no lane-multiple divisor,
-    as the last vector is predicated and peeled off by ``LoopPartition`` (:data:`PARTITION_HINT`).
+    as the last vector is predicated and peeled off by :func:`peel_vector_tails`.
     Returns whether it applied; on failure the schedule is unchanged."""
     factors = _lane_factors(sch, block, lanes, tail=True)
     name = sch.get(block).name_hint
