@@ -283,3 +283,35 @@ def test_global_pool_and_its_input_rows_are_vectorised():
     lib["main"](tvm.runtime.tensor(x), scaled, pooled)
     np.testing.assert_allclose(scaled.numpy(), x * 0.5, rtol=1e-6)
     np.testing.assert_allclose(pooled.numpy(), (x * 0.5).sum(axis=(2, 3), keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+def test_pointwise_conv_epilogue_runs_in_the_micro_kernel_write_back():
+    """A 1x1 conv over 24 channels (MobileNetV2's expansion) reduces whole inside one micro-kernel,
+    so its bias + clip epilogue is applied there: the accumulator buffer lowers to one register
+    tile (rows x vector width), not to the spatial tile, and the result is exact."""
+    avx2 = CPUSpec("avx2", num_cores=2, vector_bytes=32, fast_memory_bytes=512 * 1024, vector_registers=16,
+                   l1_bytes=32 * 1024, l2_bytes=512 * 1024)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 24, 16, 16), "float32"))
+    w = relax.Var("w", relax.TensorType((48, 24, 1, 1), "float32"))
+    b = relax.Var("b", relax.TensorType((1, 48, 1, 1), "float32"))
+    with bb.function("main", [x, w, b]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.clip(relax.op.add(relax.op.nn.conv2d(x, w), b), 0.0, 6.0))
+        bb.emit_func_output(y)
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(
+        relax.transform.LegalizeOps()(bb.get()))))
+    func = next(f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+    sch = AnchorLoopFusion(avx2).apply(func, tvm.target.Target("llvm"), False)
+    assert sch is not None
+    scheduled = sch.mod["main"]
+    accumulators = [shape for name, (shape, _) in lowered_allocations(scheduled).items() if "conv2d" in name]
+    lanes = avx2.vector_lanes("float32")
+    assert accumulators and all(math.prod(shape) <= avx2.vector_registers * lanes for shape in accumulators)
+    rng = np.random.default_rng(0)
+    args = [rng.uniform(-1, 1, s).astype("float32") for s in ((1, 24, 16, 16), (48, 24, 1, 1), (1, 48, 1, 1))]
+    expected = np.clip(np.einsum("chw,fc->fhw", args[0][0], args[1][:, :, 0, 0])[None] + args[2], 0, 6)
+    lib = tvm.compile(tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}), target="llvm")
+    out = tvm.runtime.empty((1, 48, 16, 16), "float32")
+    lib["main"](*[tvm.runtime.tensor(a) for a in args], out)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)

@@ -14,7 +14,9 @@ Fusion within Layers", Fig. 11), :class:`AnchorLoopFusion`
    operand traffic; operands walked along the vector loop in the wrong layout are packed per tile;
 4. ``compute_at``s the remaining producers (padding, reductions) into the tile loop (a blocked
    contraction: its reduction-block loop) and ``reverse_compute_at``s the consumers into the
-   innermost spatial tile loop (a contraction: the tile loop, after the whole reduction) where
+   innermost spatial tile loop (a contraction: the loop over its micro-kernels when the whole
+   reduction runs inside one, so that the epilogue is applied in the micro-kernel's write-back
+   to accumulators still in registers; else the tile loop, after the whole reduction) where
    the moved consumer still runs each of its iterations once (a concat with another operand, a
    reshape whose index fuses a tiled axis with others stay loop nests of their own), then
    gives every intermediate that now lives inside one tile the ``local`` scope, so lowering
@@ -105,7 +107,11 @@ class AnchorLoopFusion(SpecScheduleRule):
             register_tile = _narrower_register_tile(anchor, spec, lanes)
         if register_tile is not None:
             loops = _tile_contraction(sch, anchor, register_tile, lanes)
-            tile_loop, consumer_attach = loops.tile, loops.tile
+            tile_loop, consumer_attach = loops.tile, [loops.tile]
+            if not loops.reduce_outer and loops.intra:
+                # The whole reduction runs inside one micro-kernel: the epilogue goes into its
+                # write-back, applied to the accumulators while they are still in registers.
+                consumer_attach.insert(0, loops.intra[-1])
             producer_attach = loops.reduce_outer[0] if loops.reduce_outer else loops.tile
             consumers += loops.added_consumers
         else:
@@ -113,8 +119,8 @@ class AnchorLoopFusion(SpecScheduleRule):
             if plan is None:
                 return self.decline(f"the anchor {anchor_name} has no loop to tile (no rows shared "
                                     "with the reductions it reads)")
-            tile_loop, consumer_attach = _tile_anchor(sch, anchor, plan)
-            producer_attach = consumer_attach if not anchor.is_reduction else tile_loop
+            tile_loop, row_loop = _tile_anchor(sch, anchor, plan)
+            producer_attach, consumer_attach = row_loop if not anchor.is_reduction else tile_loop, [row_loop]
 
         partials = _factor_row_reductions(sch, anchor, infos[: names.index(anchor_name)], lanes)
         producers = [block for name in producers for block in (partials.get(name), name) if block]
@@ -123,11 +129,15 @@ class AnchorLoopFusion(SpecScheduleRule):
             if not try_primitive(sch.compute_at, rv, producer_attach, preserve_unit_loops=True):
                 try_primitive(sch.compute_at, rv, tile_loop, preserve_unit_loops=True)
         reductions = {info.name for info in infos if info.is_reduction}
+        write_back = {}  # consumer -> the micro-kernel loop it was moved under
         for name in consumers:
             # A reduction after the anchor would reduce only the tile's part of its axis (TVM
             # allows the move); it stays a loop nest of its own, and so do the blocks reading it.
             if name not in reductions:
-                _reverse_compute_at_covering(sch, name, consumer_attach)
+                attached = next((loop for loop in consumer_attach if _reverse_compute_at_covering(sch, name, loop)),
+                                None)
+                if attached is not None and attached is not tile_loop:
+                    write_back[name] = attached
 
         if spec.num_cores > 1 and _extent(sch, tile_loop) > 1:
             sch.parallel(tile_loop)
@@ -138,6 +148,8 @@ class AnchorLoopFusion(SpecScheduleRule):
                 vectorize_partial(sch, name)
             else:
                 _vectorize_innermost(sch, sch.get_sblock(name), lanes)
+            if name in write_back:
+                _unroll_below(sch, name, write_back[name])
         _localize_intermediates(sch, tile_loop)
         self.notes = [f"{info.name}: a contraction besides the anchor {anchor_name}, kept as a plain loop nest "
                       "(one register tile per kernel)" for info in infos if info.is_contraction
@@ -247,8 +259,9 @@ class _Plan:
 class _ContractionLoops:
     """Loop handles of a register-tiled contraction (see :func:`_tile_contraction`)."""
 
-    def __init__(self, tile, reduce_outer, reduce_inner, rows, vectors, lanes, added_consumers):
+    def __init__(self, tile, intra, reduce_outer, reduce_inner, rows, vectors, lanes, added_consumers):
         self.tile, self.reduce_outer, self.reduce_inner = tile, reduce_outer, reduce_inner
+        self.intra = intra  # the loops over the micro-kernels of one tile
         self.rows, self.vectors, self.lanes = rows, vectors, lanes
         self.added_consumers = added_consumers
 
@@ -403,7 +416,7 @@ def _tile_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile
     for pack in packs:
         sch.compute_at(pack, reduce_outer[0] if reduce_outer else tile_loop, preserve_unit_loops=True)
         _vectorize_innermost(sch, pack, lanes)
-    return _ContractionLoops(tile_loop, reduce_outer, reduce_inner, rows, vectors, lane, added_consumers)
+    return _ContractionLoops(tile_loop, intra, reduce_outer, reduce_inner, rows, vectors, lane, added_consumers)
 
 
 def layout_free_buffers(func: tirx.PrimFunc) -> list:
@@ -463,6 +476,20 @@ def _finish_anchor(sch: s_tir.Schedule, anchor_name: str, plan: _Plan, lanes: in
     if plan.first_reduce_loop is not None and plan.vector_loop is not None:
         init = sch.decompose_reduction(rv, plan.first_reduce_loop)
         _vectorize_innermost(sch, init, lanes)
+
+
+def _unroll_below(sch: s_tir.Schedule, name: str, loop) -> None:
+    """Unroll block ``name``'s serial loops under ``loop`` (a micro-kernel's write-back, one
+    register tile of iterations): its loads of the accumulators then have constant offsets, which
+    LLVM forwards from the registers the reduction left them in."""
+    loops = sch.get_loops(sch.get_sblock(name))
+    target = sch.get(loop)
+    depth = next((i for i, rv in enumerate(loops) if sch.get(rv).same_as(target)), None)
+    if depth is None:
+        return
+    for rv in loops[depth + 1:]:
+        if sch.get(rv).kind == tirx.ForKind.SERIAL:
+            sch.unroll(rv)
 
 
 def _reverse_compute_at_covering(sch: s_tir.Schedule, name: str, loop) -> bool:
