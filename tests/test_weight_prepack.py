@@ -61,3 +61,34 @@ def test_prepacked_conv_computes_the_same_numbers():
     ex = tvm.compile(mod, TARGET, relax_pipeline=tvm_fusion_ext.pipeline("stock", TARGET))
     got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def _matmul_bias(weight, rows=32):
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((rows, weight.shape[0]), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.add(relax.op.matmul(x, relax.const(weight)), relax.const(1.0, "float32")))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_matmul_weight_is_packed_into_micro_kernel_panels():
+    """A ``[K, N]`` weight is contiguous along the vector loop, but one micro-kernel's ``K x w``
+    panel is strided by ``N``: it is packed at compile time to ``[N / w, K, w]`` (GotoBLAS's
+    packed B), and the kernel reads it with no packing loop; the numbers stay the same."""
+    rng = np.random.default_rng(2)
+    weight = rng.standard_normal((64, 192)).astype("float32")
+    mod = _matmul_bias(weight)
+    out = _scheduled(mod)
+    kernels = {gv.name_hint: f for gv, f in out.functions_items() if isinstance(f, tvm.tirx.PrimFunc)}
+    (name,) = kernels
+    assert name.endswith("_prepacked") and LAYOUT_REWRITE_PREPROC not in kernels[name].script()
+    (packed,) = [c for c in _constant_args(out) if c.value.numpy().size == weight.size]
+    width = packed.value.shape[-1]
+    assert packed.value.shape == (192 // width, 64, width) and width < 192
+    np.testing.assert_array_equal(packed.value.numpy()[1, :, 2], weight[:, width + 2])
+    x = rng.standard_normal((32, 64)).astype("float32")
+    ex = tvm.compile(mod, TARGET, relax_pipeline=tvm_fusion_ext.pipeline("stock", TARGET))
+    result = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    np.testing.assert_allclose(result, x @ weight + 1.0, rtol=1e-4, atol=1e-4)

@@ -374,7 +374,7 @@ def _tile_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile
         sch.transform_layout(rv, ("write", 0), _blocked(anchor.block.writes[0], anchor, plan))
     packs = []
     layout_free = layout_free_buffers(sch.mod["main"])
-    for index in plan.packed:
+    for index in plan.packed + _weight_panels(anchor, plan, layout_free):
         read = anchor.operand_reads[index]
         position = next(i for i, r in enumerate(anchor.block.reads) if r.source.same_as(read.source))
         if any(read.source.same_as(buffer) for buffer in layout_free):
@@ -417,6 +417,25 @@ def _tile_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile
         sch.compute_at(pack, reduce_outer[0] if reduce_outer else tile_loop, preserve_unit_loops=True)
         _vectorize_innermost(sch, pack, lanes)
     return _ContractionLoops(tile_loop, intra, reduce_outer, reduce_inner, rows, vectors, lane, added_consumers)
+
+
+def _weight_panels(anchor: BlockInfo, plan: RegisterTile, layout_free: list) -> tuple[int, ...]:
+    """Operands to pack at compile time although they are contiguous along the vector loop:
+    layout-free weights indexed by it in their last dimension, wider than one micro-kernel
+    (``[K, N]`` -> ``[N / w, K, w]``, GotoBLAS's packed B panels). Unpacked, each reduction step
+    of a micro-kernel reads a row of its own (12 KiB apart in BERT's ``768 x 3072`` weight), one
+    cache line and one page per step; packed, a micro-kernel's whole panel is one contiguous run."""
+    var = anchor.loop_iters[plan.vector].var
+    width = plan.vectors * plan.lanes
+    panels = []
+    for index, read in enumerate(anchor.operand_reads):
+        if index in plan.packed or not any(read.source.same_as(b) for b in layout_free):
+            continue
+        last = read.region[-1]
+        if (len(read.region) > 1 and last.min.same_as(var) and int(read.source.shape[-1]) > width
+                and not any(uses_any(rg.min, [var]) for rg in read.region[:-1])):
+            panels.append(index)
+    return tuple(panels)
 
 
 def layout_free_buffers(func: tirx.PrimFunc) -> list:
