@@ -3,8 +3,10 @@
 Structured like ``tvm.s_tir.dlight``: an ordered list of :class:`~tvm.s_tir.dlight.ScheduleRule`
 objects, each returning a schedule or ``None`` to decline, tried per PrimFunc until one applies:
 
-1. :class:`.loop_fusion.AnchorLoopFusion` - GraphTurbo section 4.1 anchor tiling and loop fusion;
-2. :class:`.plain_schedule.PlainSchedule` - parallel outer / vectorised inner loops per block.
+1. :class:`.cpu_attention.CPUAttention` - a kernel that is exactly attention as one cache-blocked
+   loop nest (FlashAttention's tiling, APOLLO section 4.2's stitching; CPU targets only);
+2. :class:`.loop_fusion.AnchorLoopFusion` - GraphTurbo section 4.1 anchor tiling and loop fusion;
+3. :class:`.plain_schedule.PlainSchedule` - parallel outer / vectorised inner loops per block.
 
 A rule that raises is treated as declining, so the pass never fails a compile: the function then
 goes to the next rule, or stays as it was. PrimFuncs that already carry ``tirx.is_scheduled``
@@ -34,6 +36,7 @@ from tvm import tirx
 from ..hardware import HardwareSpec, spec_for_target
 from ..ir_utils import SCHEDULED_ATTR, is_scheduled, with_functions
 from ..registration import register_pass
+from .cpu_attention import CPUAttention
 from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
 
@@ -51,7 +54,7 @@ class DefaultSchedule:
 
     ``target`` defaults to the function's ``target`` attribute, then ``Target.current()``, then
     ``llvm``; ``spec`` defaults to :func:`~tvm_fusion_ext.hardware.spec_for_target` of it.
-    ``rules`` replaces the default rule list (anchor loop fusion, then the plain schedule).
+    ``rules`` replaces the default rule list (attention, anchor loop fusion, the plain schedule).
     """
 
     def __init__(self, target: tvm.target.Target | str | None = None,
@@ -95,7 +98,7 @@ def default_schedule_pass(target: tvm.target.Target | None = None,
 
 def default_rules(spec: HardwareSpec) -> list:
     """The default rule list, in the order they are tried."""
-    return [AnchorLoopFusion(spec), PlainSchedule(spec)]
+    return [CPUAttention(spec), AnchorLoopFusion(spec), PlainSchedule(spec)]
 
 
 def untuned_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
