@@ -51,7 +51,10 @@ KEY_TILE = 128  # keys of the packed V the P·V register tiles stream before mov
 
 class CPUAttention(SpecScheduleRule):
     """Schedules an attention PrimFunc as one cache-blocked CPU loop nest (module docstring);
-    declines (``reason`` says why) anything else and non-CPU targets."""
+    declines (``reason`` says why) anything else and non-CPU targets, without a remark in the
+    default schedule's (every kernel but attention is declined)."""
+
+    remark_declines = False
 
     def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, tunable: bool):
         self.reason, self.notes = None, []

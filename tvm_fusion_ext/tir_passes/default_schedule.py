@@ -33,7 +33,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..hardware import HardwareSpec, spec_for_target
+from ..hardware import CPUSpec, HardwareSpec, spec_for_target
 from ..ir_utils import SCHEDULED_ATTR, is_scheduled, with_functions
 from ..registration import register_pass
 from .cpu_attention import CPUAttention
@@ -97,8 +97,9 @@ def default_schedule_pass(target: tvm.target.Target | None = None,
 
 
 def default_rules(spec: HardwareSpec) -> list:
-    """The default rule list, in the order they are tried."""
-    return [CPUAttention(spec), AnchorLoopFusion(spec), PlainSchedule(spec)]
+    """The default rule list, in the order they are tried (CPUAttention for a CPU's spec only)."""
+    attention = [CPUAttention(spec)] if isinstance(spec, CPUSpec) else []
+    return [*attention, AnchorLoopFusion(spec), PlainSchedule(spec)]
 
 
 def untuned_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
@@ -110,7 +111,8 @@ def untuned_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
 
 
 def schedule_remarks(func: tirx.PrimFunc, target: tvm.target.Target) -> list[str]:
-    """``"Rule: why"`` for each default rule that declined ``func`` before one scheduled it, and
+    """``"Rule: why"`` for each default rule that declined ``func`` before one scheduled it (but
+    CPUAttention, whose decline of any other kernel than attention says nothing), and
     ``"Rule: what"`` for what the scheduling rule left undone (a contraction kept as a plain
     loop nest); empty for a kernel the first rule schedules whole."""
     return _default_applicable(func, target, spec_for_target(target))[2]
@@ -146,5 +148,6 @@ def _first_applicable(func: tirx.PrimFunc, target, rules):
             continue
         if sch is not None:
             return sch, name, remarks + [f"{name}: {note}" for note in getattr(rule, "notes", [])]
-        remarks.append(f"{name}: {getattr(rule, 'reason', None) or 'declined'}")
+        if getattr(rule, "remark_declines", True):
+            remarks.append(f"{name}: {getattr(rule, 'reason', None) or 'declined'}")
     return None, UNSCHEDULED, remarks
