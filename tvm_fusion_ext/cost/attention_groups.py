@@ -13,7 +13,8 @@ before ``Q``), which would leave the attention to the other rules.
 
 An attention group is found from its two contractions: for a pair of contraction nodes (``Q·Kᵀ``
 and ``P·V``, pattern ``OUT_EWISE_FUSABLE``) with a path between them, the ``core`` is the nodes on
-those paths (at most :data:`MAX_CORE_NODES`). The group (``members``) is the core with the ops
+those paths (at most :data:`MAX_CORE_NODES`, one of them computing an ``exp``: the softmax; the
+match is tried on no other pair, so conv chains cost a graph walk). The group (``members``) is the core with the ops
 that only feed it - first every element-wise and injective one, else the injective ones only
 (reshapes, transposes, slices: index changes the match inlines into the loads of ``Q``, ``K``,
 ``V``), else none - and with the chain of injective ops after it (the output's reshape and
@@ -27,6 +28,7 @@ import weakref
 from dataclasses import dataclass
 
 import tvm
+import tvm_ffi
 from tvm.s_tir import dlight as dl
 
 from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
@@ -44,6 +46,8 @@ ELEMENT_WISE_OR_INDEX = frozenset({OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPa
 INDEX_ONLY = frozenset({OpPattern.INJECTIVE})
 
 _FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_EXP: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # PrimFunc -> calls exp
+_EXP_OP = tvm.ir.Op.get("tirx.exp")
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,8 @@ def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGrou
         below = graph.reachable_from([a])
         for b in contractions:
             core = below & reaching[b]
-            if b == a or b not in below or len(core) > MAX_CORE_NODES:
+            if b == a or b not in below or len(core) > MAX_CORE_NODES or not any(
+                    _computes_exp(graph.nodes[n].prim_func) for n in core):
                 continue
             tail = _output_chain(graph, b)
             for members in (core | feeding | after
@@ -95,6 +100,17 @@ def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGrou
                     groups.append(AttentionGroup(frozenset(core), frozenset(members)))
                     break
     return groups
+
+
+def _computes_exp(func) -> bool:
+    """Whether PrimFunc ``func`` (``None`` for a node without one) calls ``exp``."""
+    if func is None:
+        return False
+    if func not in _EXP:
+        calls = []
+        tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, lambda call: calls.append(call.op))], order="pre")
+        _EXP[func] = any(op.same_as(_EXP_OP) for op in calls)
+    return _EXP[func]
 
 
 def _reaching(graph: DataflowGraph, target: int) -> set[int]:
