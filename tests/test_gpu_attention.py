@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 import tvm
+from cases.attention import NEAR_MISSES, VARIANTS, attention, random_inputs, run_reference
 from tvm import s_tir, te, tirx, topi
 
 from tvm_fusion_ext import zoo
@@ -22,63 +23,6 @@ TARGET = tvm.target.Target({"kind": "cuda", "arch": "sm_90"})
 H100_LIMITS = {"max_shared_memory_per_block": 48 * 1024, "max_threads_per_block": 1024,
                "max_thread_x": 1024, "max_thread_y": 1024, "max_thread_z": 64, "max_vthread": 8,
                "max_vector_bytes": 16}
-
-
-def attention(batch=(2,), queries=40, keys=24, dim=16, head=8, scale=("divide", 4.0), axis=-1,
-              key_layout="bcj", value_layout="bjd", mask=False, subtract_max=True, dtype="float32",
-              value_row="key"):
-    """``softmax(Q·Kᵀ scaled) · V`` as a PrimFunc built with TE and TOPI's softmax (the blocks
-    TVM's legalisation gives), with the variations the matcher must take or decline."""
-    nb = len(batch)
-    q = te.placeholder((*batch, queries, dim), dtype, "q")
-    k = te.placeholder((*batch, dim, keys) if key_layout == "bcj" else (*batch, keys, dim), dtype, "k")
-    v = te.placeholder((*batch, keys, head) if value_layout == "bjd" else (*batch, head, keys), dtype, "v")
-    c = te.reduce_axis((0, dim), "c")
-
-    def key(b, j, cc):
-        return k[(*b, cc, j)] if key_layout == "bcj" else k[(*b, j, cc)]
-
-    scores = te.compute((*batch, queries, keys), lambda *ax: te.sum(
-        q[(*ax[:nb], ax[nb], c)] * key(ax[:nb], ax[nb + 1], c), axis=c), "scores")
-    params = [q, k, v]
-    if scale is not None:
-        op, value = scale
-        const = tvm.tirx.const(value, dtype)
-        scores = te.compute(scores.shape, lambda *ax: scores(*ax) / const if op == "divide"
-                            else scores(*ax) * const, "scaled")
-    if mask:
-        bias = te.placeholder(scores.shape, dtype, "mask")
-        scores = te.compute(scores.shape, lambda *ax: scores(*ax) + bias(*ax), "masked")
-        params.append(bias)
-    if subtract_max:
-        probs = topi.nn.softmax(scores, axis=axis)
-    else:
-        j = te.reduce_axis((0, keys), "j")
-        total = te.compute(scores.shape[:-1], lambda *ax: te.sum(te.exp(scores[(*ax, j)]), axis=j), "total")
-        probs = te.compute(scores.shape, lambda *ax: te.exp(scores(*ax)) / total(*ax[:-1]), "probs")
-    j = te.reduce_axis((0, keys), "jv")
-
-    def value(b, i, jj, d):
-        row = jj if value_row == "key" else i
-        return v[(*b, row, d)] if value_layout == "bjd" else v[(*b, d, row)]
-
-    out = te.compute((*batch, queries, head), lambda *ax: te.sum(
-        probs[(*ax[:nb], ax[nb], j)] * value(ax[:nb], ax[nb], j, ax[nb + 1]), axis=j), "out")
-    return te.create_prim_func([*params, out]).with_attr("tirx.noalias", True)
-
-
-def _run(func, inputs):
-    """``func``'s output on ``inputs``, built for the CPU (the reference: its blocks as written)."""
-    executable = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), "llvm")
-    args = [tvm.runtime.tensor(x) for x in inputs]
-    out = tvm.runtime.empty([int(x) for x in func.params[-1].ty.shape], "float32")
-    executable["main"](*args, out)
-    return out.numpy()
-
-
-def _inputs(func, seed=0):
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal([int(x) for x in p.ty.shape]).astype("float32") for p in func.params[:-1]]
 
 
 @functools.cache
@@ -93,35 +37,15 @@ def _bert_attention_kernel(fusion="neoflow"):
             if isinstance(f, tirx.PrimFunc) and "T_softmax_exp" in f.script()}
 
 
-VARIANTS = {
-    "divide by a constant": {},
-    "multiply by a constant": {"scale": ("multiply", 0.125)},
-    "no scale": {"scale": None},
-    "K not transposed": {"key_layout": "bjc"},
-    "V transposed": {"value_layout": "bdj"},
-    "two batch axes": {"batch": (2, 3), "queries": 5, "keys": 70},
-    "no batch axis": {"batch": (), "queries": 33, "keys": 65},
-}
-
-
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_serial_kernel_computes_what_the_matched_function_computes(variant):
     func = attention(**VARIANTS[variant])
     pattern = match_attention(func)
     assert pattern is not None, variant
-    inputs = _inputs(func)
-    expected = _run(func, inputs)
-    actual = _run(flash_attention_func(pattern, threads=False), inputs)
+    inputs = random_inputs(func)
+    expected = run_reference(func, inputs)
+    actual = run_reference(flash_attention_func(pattern, threads=False), inputs)
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
-
-
-NEAR_MISSES = {
-    "softmax over the query axis": {"axis": -2},
-    "a mask added to the scores": {"mask": True},
-    "no max subtracted": {"subtract_max": False},
-    "V read at the query, not the key": {"value_row": "query", "keys": 40},
-    "float16": {"dtype": "float16"},
-}
 
 
 @pytest.mark.parametrize("variant", NEAR_MISSES)
@@ -191,8 +115,8 @@ def test_the_gpu_kernel_matches_the_function_on_the_gpu(variant):
     func = attention(**VARIANTS[variant])
     scheduled = FlashAttention().apply(func, TARGET, False).mod["main"]
     executable = tvm.compile(tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}), TARGET)
-    inputs = _inputs(func, seed=1)
+    inputs = random_inputs(func, seed=1)
     device = tvm.cuda()
     out = tvm.runtime.empty([int(x) for x in func.params[-1].ty.shape], "float32", device)
     executable["main"](*(tvm.runtime.tensor(x, device) for x in inputs), out)
-    np.testing.assert_allclose(out.numpy(), _run(func, inputs), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.numpy(), run_reference(func, inputs), rtol=1e-4, atol=1e-5)

@@ -1,22 +1,25 @@
-"""The groups of a dataflow graph whose kernel the CUDA backend's
-:class:`~tvm_fusion_ext.tir_passes.flash_attention.FlashAttention` rule schedules as one
-FlashAttention kernel.
+"""The groups of a dataflow graph whose kernel the target's attention rule schedules whole:
+:class:`~tvm_fusion_ext.tir_passes.flash_attention.FlashAttention` (one FlashAttention kernel) on
+CUDA, :class:`~tvm_fusion_ext.tir_passes.cpu_attention.CPUAttention` (one cache-blocked loop nest)
+on a CPU (:func:`attention_rule`).
 
 A strategy that builds its groups a merge at a time (NeoFlow's greedy Eq. (4)) reaches such a
 group through smaller ones - the score matmul with its scaling, then the softmax - whose kernels
-no rule but ``Fallback`` takes. Judged alone they would be refused and the attention kernel never
-formed; the GPU check (:class:`~.profitability.GPUProfitabilityCheck`) abstains on them instead,
-and refuses merges that would take an attention op together with an op the FlashAttention kernel
-cannot hold (a bias add before ``Q``), which would leave the attention to ``Fallback``.
+the attention rule does not take (``Fallback`` on CUDA, a plain loop nest per op on a CPU).
+Judged alone they would be refused and the attention kernel never formed; the check
+(:class:`~.profitability.ProfitabilityCheck`) abstains on them instead, and refuses merges that
+would take an attention op together with an op the attention kernel cannot hold (a bias add
+before ``Q``), which would leave the attention to the other rules.
 
 An attention group is found from its two contractions: for a pair of contraction nodes (``Q·Kᵀ``
 and ``P·V``, pattern ``OUT_EWISE_FUSABLE``) with a path between them, the ``core`` is the nodes on
-those paths (at most :data:`MAX_CORE_NODES`). The group (``members``) is the core with the ops
+those paths (at most :data:`MAX_CORE_NODES`, one of them computing an ``exp``: the softmax; the
+match is tried on no other pair, so conv chains cost a graph walk). The group (``members``) is the core with the ops
 that only feed it - first every element-wise and injective one, else the injective ones only
 (reshapes, transposes, slices: index changes the match inlines into the loads of ``Q``, ``K``,
 ``V``), else none - and with the chain of injective ops after it (the output's reshape and
-transpose, which the match allows) or without, the first of these whose fused kernel
-FlashAttention schedules.
+transpose, which the match allows) or without, the first of these whose fused kernel the
+attention rule schedules.
 """
 
 from __future__ import annotations
@@ -25,8 +28,12 @@ import weakref
 from dataclasses import dataclass
 
 import tvm
+import tvm_ffi
+from tvm.s_tir import dlight as dl
 
 from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
+from ..hardware import CPUSpec, spec_for_target
+from ..tir_passes.cpu_attention import CPUAttention
 from ..tir_passes.flash_attention import FlashAttention
 from .group_kernel import fused_kernel
 
@@ -39,6 +46,8 @@ ELEMENT_WISE_OR_INDEX = frozenset({OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPa
 INDEX_ONLY = frozenset({OpPattern.INJECTIVE})
 
 _FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_EXP: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # PrimFunc -> calls exp
+_EXP_OP = tvm.ir.Op.get("tirx.exp")
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,16 @@ class AttentionGroup:
     members: frozenset[int]
 
 
+def attention_rule(target: tvm.target.Target) -> dl.ScheduleRule | None:
+    """The rule that schedules an attention kernel whole on ``target``: FlashAttention on a GPU,
+    CPUAttention on a CPU; ``None`` elsewhere (a DSA)."""
+    if "gpu" in target.keys:
+        return FlashAttention()
+    if isinstance(spec_for_target(target), CPUSpec) and "dsa" not in target.keys:
+        return CPUAttention()
+    return None
+
+
 def attention_groups(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGroup]:
     """Every attention group of ``graph`` (module docstring), remembered per graph."""
     if graph not in _FOUND:
@@ -57,16 +76,19 @@ def attention_groups(graph: DataflowGraph, target: tvm.target.Target) -> list[At
 
 
 def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGroup]:
+    rule = attention_rule(target)
+    if rule is None:
+        return []
     contractions = [n.index for n in graph.nodes
                     if n.kind is NodeKind.CALL_TIR and n.pattern == OpPattern.OUT_EWISE_FUSABLE]
-    rule = FlashAttention()
     reaching = {b: _reaching(graph, b) for b in contractions}
     groups = []
     for a in contractions:
         below = graph.reachable_from([a])
         for b in contractions:
             core = below & reaching[b]
-            if b == a or b not in below or len(core) > MAX_CORE_NODES:
+            if b == a or b not in below or len(core) > MAX_CORE_NODES or not any(
+                    _computes_exp(graph.nodes[n].prim_func) for n in core):
                 continue
             tail = _output_chain(graph, b)
             for members in (core | feeding | after
@@ -78,6 +100,17 @@ def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGrou
                     groups.append(AttentionGroup(frozenset(core), frozenset(members)))
                     break
     return groups
+
+
+def _computes_exp(func) -> bool:
+    """Whether PrimFunc ``func`` (``None`` for a node without one) calls ``exp``."""
+    if func is None:
+        return False
+    if func not in _EXP:
+        calls = []
+        tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, lambda call: calls.append(call.op))], order="pre")
+        _EXP[func] = any(op.same_as(_EXP_OP) for op in calls)
+    return _EXP[func]
 
 
 def _reaching(graph: DataflowGraph, target: int) -> set[int]:

@@ -9,7 +9,9 @@ alone (nothing is compiled or run):
   and index arithmetic count nothing), split by the way the schedule left the block:
 
   - ``tiled``: a reduction inside a vectorised loop, i.e. a contraction given a register tile
-    (vector accumulators, GraphTurbo section 4.1 / ``register_tile``);
+    (vector accumulators, GraphTurbo section 4.1 / ``register_tile``), or, in a kernel written
+    as loops rather than blocks (``cpu_attention``), a vectorised accumulation into a ``local``
+    buffer (``acc[...] = acc[...] + ...``);
   - ``reduce``: a reduction with no vectorised loop: a scalar accumulation chain (a contraction
     the schedule could not tile);
   - ``vector``: any other block inside a vectorised loop;
@@ -91,7 +93,8 @@ def _walk(stmt, trips: float, vectorized: bool, parallel: bool, nest: NestFeatur
     elif isinstance(stmt, (tirx.LetStmt, tirx.AttrStmt, tirx.DeclBuffer)):
         _walk(stmt.body, trips, vectorized, parallel, nest, touched, memory)
     elif isinstance(stmt, tirx.BufferStore):  # a store outside any block (non-s_tir TIR)
-        nest.add("vector" if vectorized else "scalar", parallel, trips * max(value_ops(stmt.value), 1))
+        kind = ("tiled" if _accumulates(stmt) else "vector") if vectorized else "scalar"
+        nest.add(kind, parallel, trips * max(value_ops(stmt.value), 1))
         _touch(stmt.buffer, touched, memory)
 
 
@@ -108,6 +111,13 @@ def _block(block: s_tir.SBlock, trips: float, vectorized: bool, parallel: bool, 
         nest.add(kind, parallel, trips * max(value_ops(block.body.value), 1))
         return
     _walk(block.body, trips, vectorized, parallel, nest, touched, memory)
+
+
+def _accumulates(store: tirx.BufferStore) -> bool:
+    """``acc[i] = acc[i] + x`` into a ``local`` buffer: a register tile's accumulator."""
+    value = store.value
+    return (store.buffer.scope() == "local" and isinstance(value, tirx.Add)
+            and isinstance(value.a, tvm.ir.TensorLoad) and value.a.source.same_as(store.buffer))
 
 
 def _touch(buffer, touched: dict, memory: set) -> None:

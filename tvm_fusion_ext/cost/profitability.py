@@ -13,8 +13,9 @@ the sum of the predicted times of the groups it would replace.
 On a CPU target the kernels are predicted under the default schedule with
 :class:`~.model.KernelCostModel`, calibrated on the host; on a ``cuda`` target under the CUDA
 backend's rule chain with :class:`~.gpu_model.GPUKernelModel` (which rule takes the kernel, and
-what that rule's schedule is worth on the GPU), by :class:`GPUProfitabilityCheck`. The DSA has
-its own judge, its simulator, and gets no check (:func:`profitability_for`).
+what that rule's schedule is worth on the GPU). On both, merges around the groups the target's
+attention rule takes whole (:mod:`.attention_groups`) are judged as :meth:`ProfitabilityCheck.verdict`
+says. The DSA has its own judge, its simulator, and gets no check (:func:`profitability_for`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class ProfitabilityCheck:
     """
 
     def __init__(self, target: tvm.target.Target, rates: Rates | None = None, model=None):
+        self.target = target
         if model is None:
             rates = rates or load_or_calibrate()
             store = cache_dir() / store_name(target, rates, host_key())
@@ -125,6 +127,15 @@ class ProfitabilityCheck:
     def verdict(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> Verdict:
         """Merging ``parts`` (disjoint groups) into one kernel, against keeping them apart.
 
+        Around attention groups (:func:`~.attention_groups.attention_groups`, the groups the
+        target's attention rule - FlashAttention, CPUAttention - schedules as one kernel): a merge
+        that stays strictly inside one gets no prediction: the steps towards the kernel the rule
+        takes whole are kernels of the other rules (``Fallback`` on a GPU, one plain loop nest
+        per op on a CPU), and the strategy's decision stands for them. A merge that takes an op of
+        one's core together with an op outside it is refused: its kernel is no attention, and
+        once formed it keeps the attention from the rule for good. Anything else, the whole group
+        included, is judged as any group is.
+
         Nothing is predicted for a group with symbolic shapes (the model cannot count its loop
         trips) nor for one of element-wise, broadcast and injective ops only: its kernel is loop
         nests the default schedule vectorises and parallelises like each op's own, reading each
@@ -133,12 +144,23 @@ class ProfitabilityCheck:
         GPU, ``Fallback`` gives element-wise kernels one thread per element, as each op's own)."""
         parts = [frozenset(p) for p in parts]
         union = frozenset().union(*parts)
+        for group in attention_groups(graph, self.target):
+            if union < group.members:
+                return Verdict(None, None, "part of an attention kernel one rule takes whole")
+            if union & group.core and not union <= group.members:
+                return Verdict(math.inf, sum(self.group_seconds(graph, p) for p in parts))
         if not _static(graph, union):
             return Verdict(None, None, "symbolic shapes")
         if all(graph.nodes[m].pattern <= OpPattern.INJECTIVE for m in union):
             return Verdict(None, None, "element-wise and injective ops only")
         return Verdict(self.group_seconds(graph, union),
                        sum(self.group_seconds(graph, p) for p in parts))
+
+    def takes_whole(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
+        """Whether merging ``parts`` stays inside a group the target's attention rule takes whole
+        (the group itself included)."""
+        union = frozenset().union(*map(frozenset, parts))
+        return any(union <= group.members for group in attention_groups(graph, self.target))
 
     def accepts(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
         return self.verdict(graph, parts).profitable
@@ -147,31 +169,6 @@ class ProfitabilityCheck:
         if func not in self._hashes:
             self._hashes[func] = tvm_ffi.structural_hash(func)
         return self._hashes[func]
-
-
-class GPUProfitabilityCheck(ProfitabilityCheck):
-    """The check on a ``cuda`` target: kernels predicted by :class:`~.gpu_model.GPUKernelModel`,
-    around attention groups (:func:`~.attention_groups.attention_groups`, the groups FlashAttention
-    schedules as one kernel) as follows. A merge that stays strictly inside one gets no
-    prediction: the steps towards the kernel FlashAttention takes whole are ``Fallback`` kernels
-    of their own, and the strategy's decision stands for them. A merge that takes an op of one's
-    core together with an op outside it is refused: its kernel is no attention, and once formed
-    it keeps the attention from FlashAttention for good. Anything else, the whole group
-    included, is judged as any group is."""
-
-    def __init__(self, target: tvm.target.Target, model: GPUKernelModel):
-        super().__init__(target, model=model)
-        self.target = target
-
-    def verdict(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> Verdict:
-        parts = [frozenset(p) for p in parts]
-        union = frozenset().union(*parts)
-        for group in attention_groups(graph, self.target):
-            if union < group.members:
-                return Verdict(None, None, "part of an attention kernel FlashAttention takes whole")
-            if union & group.core and not union <= group.members:
-                return Verdict(math.inf, sum(self.group_seconds(graph, p) for p in parts))
-        return super().verdict(graph, parts)
 
 
 def _static(graph: DataflowGraph, members) -> bool:
@@ -224,7 +221,7 @@ def profitability_for(target: tvm.target.Target | None, enabled: bool = True,
         key = str(target)
         if key not in _GPU_MODELS:
             _GPU_MODELS[key] = GPUKernelModel(target)
-        return GPUProfitabilityCheck(target, _GPU_MODELS[key])
+        return ProfitabilityCheck(target, model=_GPU_MODELS[key])
     if target.kind.name != "llvm" or "dsa" in list(target.keys):
         return None
     return ProfitabilityCheck(target, rates)

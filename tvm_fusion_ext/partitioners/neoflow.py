@@ -40,6 +40,16 @@ candidates (a pair it refuses is never predicted): a pair is predicted only when
 top of the queue, and goes back in with its predicted reward (lazy greedy evaluation), so only the
 pairs the search may take are fused and scheduled. Where the model has no prediction (symbolic
 shapes), Eq. (4) as written decides.
+
+The recomputation term is where Eq. (4) stops being an optimistic bound: it charges a reusing
+consumer (``P·V`` reads each softmax output ``head`` times) with recomputing its producer's cone
+for every read, while a schedule rule that takes the whole group as one kernel keeps the
+intermediate in a tile instead (the attention rules, FlashAttention and CPUAttention, keep a
+block of scores). With ``admitted`` (:meth:`~tvm_fusion_ext.cost.ProfitabilityCheck.takes_whole`),
+a pair Eq. (4) refuses whose merge stays inside such a group is admitted with Eq. (4) less that
+term (:meth:`RewardModel.transfer_reward`) and judged like any other by ``predicted_gain``. On a
+GPU the launch term admits the attention chain anyway; on a CPU, where a launch costs little,
+this is what lets the greedy search reach the attention kernel.
 """
 
 from __future__ import annotations
@@ -51,7 +61,7 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
-from ..analysis.graph import DataflowGraph, MergeGain, NodeKind, OpPattern, tensor_bytes
+from ..analysis.graph import DataflowGraph, MergeCheck, MergeGain, NodeKind, OpPattern, tensor_bytes
 from ..hardware.device_costs import DeviceCosts
 
 MAX_GROUP_SIZE = 64  # the most bindings in one fused kernel
@@ -142,6 +152,11 @@ class RewardModel:
     def reward(self, graph: DataflowGraph, group_a, group_b) -> float:
         return self.delta(graph, group_a, group_b).reward(self.costs)
 
+    def transfer_reward(self, graph: DataflowGraph, group_a, group_b) -> float:
+        """Eq. (4) without the recomputation term: the transfers and the launch the merge saves."""
+        delta = self.delta(graph, group_a, group_b)
+        return FusionDelta(delta.bytes, 0.0, delta.kernels).reward(self.costs)
+
     def profitable(self, graph: DataflowGraph, group_a, group_b) -> bool:
         """The filter other partitioners can apply: is Eq. (4) positive for this merge?"""
         return self.reward(graph, group_a, group_b) > MIN_REWARD
@@ -220,13 +235,15 @@ class GreedyRewardPartitioner:
     :data:`MAX_GROUP_SIZE` bindings. With ``predicted_gain``, the reward a merge is taken by is its
     predicted saving (module docstring); ``self.rejected`` logs ``(predicted saving, names)`` of
     the pairs the prediction refused. ``self.merges`` logs ``(reward, names)`` for every merge made.
+    ``admitted`` names the pairs Eq. (4)'s recomputation term must not refuse (module docstring).
     """
 
     def __init__(self, model: RewardModel, max_group_size: int = MAX_GROUP_SIZE,
-                 predicted_gain: MergeGain | None = None):
+                 predicted_gain: MergeGain | None = None, admitted: MergeCheck | None = None):
         self.model = model
         self.max_group_size = max_group_size
         self.predicted_gain = predicted_gain
+        self.admitted = admitted
         self.merges: list[tuple[float, list[str]]] = []
         self.rejected: list[tuple[float, list[str]]] = []
 
@@ -262,6 +279,9 @@ class GreedyRewardPartitioner:
             if len(members[ga]) + len(members[gb]) > self.max_group_size:
                 return
             r = self.model.reward(graph, members[ga], members[gb])
+            if r <= MIN_REWARD and self.admitted is not None and self.admitted(
+                    graph, [frozenset(members[ga]), frozenset(members[gb])]):
+                r = self.model.transfer_reward(graph, members[ga], members[gb])
             if r > MIN_REWARD:
                 key = (min(ga, gb), max(ga, gb))
                 heapq.heappush(heap, (-r, key, version[ga], version[gb], ga, gb,

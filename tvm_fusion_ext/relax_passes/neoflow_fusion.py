@@ -10,8 +10,10 @@ The strategy, phase by phase:
 * fusion: greedy fusion by best Eq. (4) reward (:class:`GreedyRewardPartitioner` through the shared
   :class:`~.materialize_partition.MaterializePartition`), with ``Pd``, ``Pc``, ``L`` measured on the
   machine (:func:`~tvm_fusion_ext.hardware.device_costs.load_or_measure`); with the profitability
-  check on (``cost_check``, CPU targets) a merge's reward is the time the cost model predicts it
-  saves on the scheduled kernels (:mod:`tvm_fusion_ext.cost`);
+  check on (``cost_check``) a merge's reward is the time the cost model predicts it saves on the
+  scheduled kernels (:mod:`tvm_fusion_ext.cost`), and merges towards a kernel the target's
+  attention rule takes whole are not refused for the recomputation Eq. (4) assumes (see
+  :mod:`~tvm_fusion_ext.partitioners.neoflow`);
 * the forward/backward coupling: where a fused group's tensor is still needed by other kernels
   (saved for the backward pass), :func:`~tvm_fusion_ext.partitioners.neoflow.recompute_decisions`
   weighs recomputing it in those kernels against keeping it, by the same reward; chosen
@@ -74,7 +76,7 @@ class NeoFlowFusion:
         profit = (self.profitability or profitability_for(target)) if self.cost_check else None
         if self.recompute:
             mod = self._apply_recompute(mod, model, profit)
-        partitioner = GreedyRewardPartitioner(model, self.max_group_size, _gain(profit))
+        partitioner = GreedyRewardPartitioner(model, self.max_group_size, _gain(profit), _whole(profit))
         out = MaterializePartition(partitioner)(mod)
         self.merges.extend(partitioner.merges)
         self.rejected.extend(partitioner.rejected)
@@ -87,7 +89,8 @@ class NeoFlowFusion:
             blocks = list(func.body.blocks) if isinstance(func.body, relax.SeqExpr) else []
             changed = False
             for graph in build_graphs(mod, gvar.name_hint):
-                groups = GreedyRewardPartitioner(model, self.max_group_size, _gain(profit))(graph)
+                groups = GreedyRewardPartitioner(model, self.max_group_size, _gain(profit),
+                                                 _whole(profit))(graph)
                 decisions = recompute_decisions(graph, groups, model)
                 if decisions:
                     blocks[graph.block_index] = _with_copies(graph, decisions)
@@ -105,6 +108,11 @@ class NeoFlowFusion:
 def _gain(profit: ProfitabilityCheck | None):
     """The partitioner's ``predicted_gain`` hook: seconds a merge saves, by ``profit``."""
     return None if profit is None else (lambda graph, parts: profit.verdict(graph, parts).gain_s)
+
+
+def _whole(profit: ProfitabilityCheck | None):
+    """The partitioner's ``admitted`` hook: merges inside a kernel a rule takes whole, by ``profit``."""
+    return None if profit is None else profit.takes_whole
 
 
 def _with_copies(graph, decisions: list[Recompute]) -> relax.DataflowBlock:

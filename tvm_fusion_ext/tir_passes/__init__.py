@@ -2,12 +2,13 @@
 contraction anchors (``register_tile``: GotoBLAS micro-kernels), the plain fallback, the default
 schedule pass built from them, ``VectorErf`` and ``VectorExp`` (float32 erf and exp as
 vectorisable polynomials), ``DropUnitIters`` (trivial block bindings for dlight's GPU
-rules), ``FlashAttention`` (an attention kernel as one FlashAttention GPU kernel, recognised by
-``match_attention``), APOLLO's reduction canonical forms (section 4.1), and APOLLO's stitching on
+rules), ``FlashAttention`` and ``CPUAttention`` (an attention kernel, recognised by
+``match_attention``, as one FlashAttention GPU kernel / one cache-blocked CPU loop nest), APOLLO's reduction canonical forms (section 4.1), and APOLLO's stitching on
 CUDA: ``SharedRowReduction`` (memory stitching, section 4.2) and ``GPUParallelStitch``
 (parallelism stitching, section 4.3)."""
 
 from .attention_pattern import AttentionPattern, match_attention
+from .cpu_attention import CPUAttention, cpu_attention_func
 from .default_schedule import DefaultSchedule, default_schedule_pass
 from .flash_attention import FlashAttention, flash_attention_func
 from .gpu_parallel_stitch import GPUParallelStitch
@@ -19,7 +20,7 @@ from .unit_iters import DropUnitIters
 from .vector_erf import VectorErf
 from .vector_exp import VectorExp
 
-__all__ = ["AnchorLoopFusion", "AttentionPattern", "DefaultSchedule", "DropUnitIters", "FlashAttention",
-           "GPUParallelStitch", "PlainSchedule", "ReductionForm", "SharedRowReduction", "VectorErf", "VectorExp",
-           "canonicalize_reduction", "default_schedule_pass", "flash_attention_func", "match_attention",
-           "reduction_form"]
+__all__ = ["AnchorLoopFusion", "AttentionPattern", "CPUAttention", "DefaultSchedule", "DropUnitIters",
+           "FlashAttention", "GPUParallelStitch", "PlainSchedule", "ReductionForm", "SharedRowReduction",
+           "VectorErf", "VectorExp", "canonicalize_reduction", "cpu_attention_func", "default_schedule_pass",
+           "flash_attention_func", "match_attention", "reduction_form"]

@@ -3,8 +3,10 @@
 Structured like ``tvm.s_tir.dlight``: an ordered list of :class:`~tvm.s_tir.dlight.ScheduleRule`
 objects, each returning a schedule or ``None`` to decline, tried per PrimFunc until one applies:
 
-1. :class:`.loop_fusion.AnchorLoopFusion` - GraphTurbo section 4.1 anchor tiling and loop fusion;
-2. :class:`.plain_schedule.PlainSchedule` - parallel outer / vectorised inner loops per block.
+1. :class:`.cpu_attention.CPUAttention` - a kernel that is exactly attention as one cache-blocked
+   loop nest (FlashAttention's tiling, APOLLO section 4.2's stitching; CPU targets only);
+2. :class:`.loop_fusion.AnchorLoopFusion` - GraphTurbo section 4.1 anchor tiling and loop fusion;
+3. :class:`.plain_schedule.PlainSchedule` - parallel outer / vectorised inner loops per block.
 
 A rule that raises is treated as declining, so the pass never fails a compile: the function then
 goes to the next rule, or stays as it was. PrimFuncs that already carry ``tirx.is_scheduled``
@@ -31,9 +33,10 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..hardware import HardwareSpec, spec_for_target
+from ..hardware import CPUSpec, HardwareSpec, spec_for_target
 from ..ir_utils import SCHEDULED_ATTR, is_scheduled, with_functions
 from ..registration import register_pass
+from .cpu_attention import CPUAttention
 from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
 
@@ -51,7 +54,7 @@ class DefaultSchedule:
 
     ``target`` defaults to the function's ``target`` attribute, then ``Target.current()``, then
     ``llvm``; ``spec`` defaults to :func:`~tvm_fusion_ext.hardware.spec_for_target` of it.
-    ``rules`` replaces the default rule list (anchor loop fusion, then the plain schedule).
+    ``rules`` replaces the default rule list (attention, anchor loop fusion, the plain schedule).
     """
 
     def __init__(self, target: tvm.target.Target | str | None = None,
@@ -94,8 +97,9 @@ def default_schedule_pass(target: tvm.target.Target | None = None,
 
 
 def default_rules(spec: HardwareSpec) -> list:
-    """The default rule list, in the order they are tried."""
-    return [AnchorLoopFusion(spec), PlainSchedule(spec)]
+    """The default rule list, in the order they are tried (CPUAttention for a CPU's spec only)."""
+    attention = [CPUAttention(spec)] if isinstance(spec, CPUSpec) else []
+    return [*attention, AnchorLoopFusion(spec), PlainSchedule(spec)]
 
 
 def untuned_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
@@ -107,7 +111,8 @@ def untuned_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
 
 
 def schedule_remarks(func: tirx.PrimFunc, target: tvm.target.Target) -> list[str]:
-    """``"Rule: why"`` for each default rule that declined ``func`` before one scheduled it, and
+    """``"Rule: why"`` for each default rule that declined ``func`` before one scheduled it (but
+    CPUAttention, whose decline of any other kernel than attention says nothing), and
     ``"Rule: what"`` for what the scheduling rule left undone (a contraction kept as a plain
     loop nest); empty for a kernel the first rule schedules whole."""
     return _default_applicable(func, target, spec_for_target(target))[2]
@@ -143,5 +148,6 @@ def _first_applicable(func: tirx.PrimFunc, target, rules):
             continue
         if sch is not None:
             return sch, name, remarks + [f"{name}: {note}" for note in getattr(rule, "notes", [])]
-        remarks.append(f"{name}: {getattr(rule, 'reason', None) or 'declined'}")
+        if getattr(rule, "remark_declines", True):
+            remarks.append(f"{name}: {getattr(rule, 'reason', None) or 'declined'}")
     return None, UNSCHEDULED, remarks

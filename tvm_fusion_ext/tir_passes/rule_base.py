@@ -27,6 +27,9 @@ class SpecScheduleRule(dl.ScheduleRule):
     """
 
     skip_loopless = False
+    # Whether a decline is worth a remark (DefaultSchedule.remarks, schedule_remarks): not for a rule
+    # that takes one kind of kernel only (attention), whose decline of every other says nothing.
+    remark_declines = True
 
     def __init__(self, spec: HardwareSpec | None = None):
         self.spec = spec

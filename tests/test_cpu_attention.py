@@ -1,0 +1,131 @@
+"""CPUAttention (``tvm_fusion_ext/tir_passes/cpu_attention.py``): the loop nest written from a match
+computes what the matched function computes (layout variants, a scale, query and key counts that
+fill no block, ViT-Ti's 197 tokens); near-misses and other targets are declined; BERT's attention,
+which NeoFlow groups whole on the CPU (``cost/attention_groups.py``), becomes one kernel with no
+buffer of heads x seq x seq scores, and the compiled model equals the unfused one."""
+
+import functools
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from cases.attention import NEAR_MISSES, VARIANTS, attention, random_inputs, run_reference
+from tvm import relax, s_tir, tirx
+
+from tvm_fusion_ext import zoo
+from tvm_fusion_ext.driver.build import build_with_phases
+from tvm_fusion_ext.driver.evaluation import parse_target
+from tvm_fusion_ext.testing.verify import assert_allclose_by_dtype, build, run
+from tvm_fusion_ext.tir_passes import CPUAttention, VectorExp, match_attention
+
+TARGET = parse_target("llvm")  # the host's mcpu: the rule takes its vector lanes from it
+
+KERNEL_CASES = {
+    "small head (padded to whole vectors)": VARIANTS["divide by a constant"],
+    "K not transposed": VARIANTS["K not transposed"],
+    "V transposed": VARIANTS["V transposed"],
+    "two batch axes": VARIANTS["two batch axes"],
+    "37 queries, 45 keys": {"batch": (3,), "queries": 37, "keys": 45, "dim": 64, "head": 64},
+    "ViT-Ti's 197 tokens": {"batch": (3,), "queries": 197, "keys": 197, "dim": 64, "head": 64,
+                            "scale": ("multiply", 0.125)},
+}
+
+
+def _scheduled(func):
+    sch = CPUAttention().apply(func, TARGET, False)
+    assert sch is not None
+    return sch.mod["main"]
+
+
+def _run_scheduled(func, inputs):
+    """The CPUAttention kernel of ``func`` on ``inputs``, after VectorExp as the CPU pipeline runs it."""
+    mod = VectorExp()(tvm.IRModule({"main": _scheduled(func).with_attr("global_symbol", "main")}))
+    out = tvm.runtime.empty([int(x) for x in func.params[-1].ty.shape], "float32")
+    tvm.compile(mod, TARGET)["main"](*(tvm.runtime.tensor(x) for x in inputs), out)
+    return out.numpy()
+
+
+@pytest.mark.parametrize("case", KERNEL_CASES)
+def test_the_kernel_computes_what_the_matched_function_computes(case):
+    func = attention(**KERNEL_CASES[case])
+    inputs = random_inputs(func)
+    np.testing.assert_allclose(_run_scheduled(func, inputs), run_reference(func, inputs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", NEAR_MISSES)
+def test_near_misses_are_declined(variant):
+    rule = CPUAttention()
+    assert rule.apply(attention(**NEAR_MISSES[variant]), TARGET, False) is None
+    assert "match_attention" in rule.reason
+
+
+def test_gpu_targets_are_declined():
+    rule = CPUAttention()
+    assert rule.apply(attention(), tvm.target.Target({"kind": "cuda", "arch": "sm_90"}), False) is None
+    assert rule.reason == "not a CPU target"
+
+
+@functools.cache
+def _compiled(model: str, args: tuple):
+    """``model`` compiled for the CPU under NeoFlow: (executable, fused module, scheduled module)."""
+    pytest.importorskip("torch")
+    mod = zoo.load(model, dict(args)).relax("torch")
+    return mod, *build_with_phases(mod, "neoflow", TARGET)
+
+
+BERT = ("bert_base", (("seq", 32), ("layers", 1)))
+
+
+def _attention_kernels(module):
+    return {gv.name_hint: f for gv, f in module.functions_items()
+            if isinstance(f, tirx.PrimFunc) and match_attention(f) is not None}
+
+
+def test_bert_attention_kernel_matches_its_cpu_attention_schedule():
+    """NeoFlow's BERT attention kernel (Q, K, V read from the QKV projection through the heads'
+    reshape and transpose, the output written back through the inverse): the rule's loop nest
+    gives what the fused function gives."""
+    _, _, fused, _ = _compiled(*BERT)
+    (kernel,) = _attention_kernels(fused).values()
+    inputs = random_inputs(kernel)
+    np.testing.assert_allclose(_run_scheduled(kernel, inputs), run_reference(kernel, inputs),
+                               rtol=1e-5, atol=1e-5)
+
+
+def _allocations(func) -> list:
+    """Shapes of the buffers ``func`` allocates, as scheduled and after TIR lowering."""
+    shapes = []
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, lambda block: shapes.extend(
+        [int(d) for d in b.shape] for b in block.alloc_buffers))], order="pre")
+    lower = tvm.transform.Sequential([
+        s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.CompactBufferAllocation(),
+        s_tir.transform.LowerOpaqueBlock(), tirx.transform.FlattenBuffer()])
+    lowered = lower(tvm.IRModule({"main": func}))["main"]
+    tvm_ffi.structural_walk(lowered.body, [(tirx.AllocBuffer, lambda alloc: shapes.append(
+        [int(d) for d in alloc.buffer.shape]))], order="pre")
+    return shapes
+
+
+def test_bert_attention_kernel_keeps_no_heads_x_seq_x_seq_buffer():
+    """One attention kernel, scheduled by CPUAttention (its ``cpu_attention`` block under a
+    parallel loop): no parameter and no allocation, before or after lowering, holds
+    heads x seq x seq scores."""
+    _, _, fused, scheduled = _compiled(*BERT)
+    assert len(_attention_kernels(fused)) == 1
+    (func,) = [f for _, f in scheduled.functions_items()
+               if isinstance(f, tirx.PrimFunc) and 'T.sblock("cpu_attention")' in f.script()]
+    assert "T.parallel" in func.script()
+    scores = 12 * 32 * 32
+    assert all(np.prod([int(d) for d in p.ty.shape]) != scores for p in func.params)
+    shapes = _allocations(func)
+    assert shapes and max(np.prod(s) for s in shapes) < scores, shapes
+
+
+def test_neoflow_compiles_bert_as_the_unfused_module_computes_it():
+    mod, executable, fused, _ = _compiled(*BERT)
+    assert relax.analysis.check_well_formed(fused)
+    inputs = [np.asarray(x) for x in zoo.load(BERT[0], dict(BERT[1])).numpy_inputs()]
+    expected = run(build(mod, "none", "llvm", "unscheduled"), inputs)
+    assert_allclose_by_dtype(run(executable, inputs), expected, context="neoflow")
