@@ -21,6 +21,7 @@ cost one dictionary look-up.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -32,6 +33,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .. import tir_passes
 from ..tir_passes.default_schedule import untuned_schedule
 from .features import CLASSES, NestFeatures, kernel_features
 
@@ -120,10 +122,23 @@ class KernelCostModel:
 
 
 def store_name(target: tvm.target.Target, rates: Rates, host: str) -> str:
-    """File name of the predictions of one host, target and set of rates."""
-    digest = hashlib.sha256(json.dumps([host, str(target), rates.to_json()], sort_keys=True)
-                            .encode()).hexdigest()[:20]
+    """File name of the predictions of one host, target, set of rates and version of the schedule
+    (:func:`schedule_fingerprint`): a prediction is of the kernel the schedule made, so a changed
+    schedule starts a new store instead of reading the old kernels' times."""
+    digest = hashlib.sha256(json.dumps([host, str(target), rates.to_json(), schedule_fingerprint()],
+                                       sort_keys=True).encode()).hexdigest()[:20]
     return f"predictions-{digest}.jsonl"
+
+
+@functools.cache
+def schedule_fingerprint() -> str:
+    """A digest of the source of the package's TIR schedules (``tir_passes/``) and of this
+    model's features, which decide what a prediction is."""
+    sources = sorted(Path(tir_passes.__file__).parent.glob("*.py")) + [Path(__file__).with_name("features.py")]
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _read_store(path: Path) -> dict[str, float]:
