@@ -286,8 +286,8 @@ def test_element_wise_groups_get_no_prediction():
 def test_predictions_of_another_schedule_are_kept_apart(monkeypatch):
     """A prediction is the time of the kernel the schedule made: the store's name follows the
     schedule's source, so predictions made before a schedule change are not read after it."""
-    rates = cost_model.Rates(**{"launch": 2e-6, "bandwidth": 2e10, "parallel": 2.0, "tiled": 3.5e10,
-                                "reduce": 3e9, "vector": 1.3e10, "scalar": 6e9})
+    rates = cost_model.Rates(launch=2e-6, bandwidth=2e10, parallel=2.0, tiled=3.5e10, reduce=3e9, vector=1.3e10,
+                             scalar=6e9)
     target = tvm.target.Target("llvm")
     before = cost_model.store_name(target, rates, "host")
     assert cost_model.store_name(target, rates, "host") == before
