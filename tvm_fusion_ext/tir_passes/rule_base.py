@@ -18,7 +18,8 @@ class SpecScheduleRule(dl.ScheduleRule):
     returns the schedule or None to decline. A rule that sets ``skip_loopless`` is given the other
     blocks when some have no loops (see :func:`.analysis.analyze_blocks`) instead of declining.
 
-    After ``apply``, ``reason`` says why the rule declined (``None`` when it scheduled), and
+    After ``apply``, ``reason`` says why the rule declined (``None`` when it scheduled or passed
+    over a function outside its kind, see :meth:`pass_over`; ``applicable`` is then false), and
     ``notes`` what a schedule it made leaves undone (a block kept as a plain loop nest): what the
     profitability check of :mod:`tvm_fusion_ext.cost` and ``explain`` can read instead of a
     silently slow kernel.
@@ -30,9 +31,10 @@ class SpecScheduleRule(dl.ScheduleRule):
         self.spec = spec
         self.reason: str | None = None
         self.notes: list[str] = []
+        self.applicable = True
 
     def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, tunable: bool):
-        self.reason, self.notes = None, []
+        self.reason, self.notes, self.applicable = None, [], True
         if not isinstance(func, tirx.PrimFunc):
             return self.decline("not a PrimFunc")
         sch = s_tir.Schedule(func)
@@ -45,6 +47,11 @@ class SpecScheduleRule(dl.ScheduleRule):
     def decline(self, reason: str) -> None:
         """Record why the rule declines the function at hand; ``return self.decline(...)``."""
         self.reason = reason
+
+    def pass_over(self) -> None:
+        """Decline a function that is not of the rule's kind (a chain rule given one contraction):
+        nothing worth a remark; ``return self.pass_over()``."""
+        self.applicable = False
 
     def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
         """Schedule the analysed blocks for ``spec``; every concrete rule overrides this."""
