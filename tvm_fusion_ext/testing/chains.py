@@ -69,7 +69,8 @@ def _one_group(graph):
     return [[node.index for node in graph.nodes]]
 
 
-def _fusion_passes(fused: bool) -> list:
+def fusion_passes(fused: bool) -> list:
+    """Pre-processing, then ``main`` as one group (``fused``) or ``FuseOps``'s groups, and ``FuseTIR``."""
     fusion = MaterializePartition(_one_group) if fused else relax.transform.FuseOps()
     return [*preprocess_passes(), fusion, relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
             s_tir.transform.StmtSimplify()]
@@ -78,7 +79,7 @@ def _fusion_passes(fused: bool) -> list:
 def chain_pipeline(target: tvm.target.Target, fused: bool, policy: str = "untuned") -> tvm.transform.Pass:
     """The package's pipeline for ``target`` with ``main`` as one kernel (``fused``) or with
     ``FuseOps``'s groups (one kernel per contraction and its epilogue)."""
-    return tvm.transform.Sequential([*_fusion_passes(fused), *schedule_passes(target, policy),
+    return tvm.transform.Sequential([*fusion_passes(fused), *schedule_passes(target, policy),
                                      *lowering_passes(target)])
 
 
@@ -86,7 +87,7 @@ def chain_kernel(mod: tvm.IRModule, target: tvm.target.Target) -> tirx.PrimFunc:
     """``main`` of ``mod`` as the one unscheduled kernel the schedule receives (weights marked
     layout-free, as the CPU backend marks them before scheduling)."""
     with target:
-        fused = tvm.transform.Sequential([*_fusion_passes(True),
+        fused = tvm.transform.Sequential([*fusion_passes(True),
                                           relax.transform.AttachAttrLayoutFreeBuffers()])(mod)
     (kernel,) = [f for _, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)]
     return kernel

@@ -92,6 +92,9 @@ class ContractionChain(SpecScheduleRule):
     """GraphTurbo section 4.1 loop fusion along a producer -> anchor contraction chain (see the
     module docstring)."""
 
+    def decline_unanalysable(self, reason: str) -> None:
+        return self.pass_over()
+
     def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
         infos = [info for _, info in analyzed]
         if sum(1 for info in infos if info.is_contraction) < 2:

@@ -36,17 +36,22 @@ class SpecScheduleRule(dl.ScheduleRule):
     def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, tunable: bool):
         self.reason, self.notes, self.applicable = None, [], True
         if not isinstance(func, tirx.PrimFunc):
-            return self.decline("not a PrimFunc")
+            return self.decline_unanalysable("not a PrimFunc")
         sch = s_tir.Schedule(func)
         analyzed = analyze_blocks(sch, skip_loopless=self.skip_loopless)
         if not analyzed:
-            return self.decline("a block is nested, predicated, writes several buffers or binds its "
-                                "loops other than one loop per block variable")
+            return self.decline_unanalysable("a block is nested, predicated, writes several buffers or "
+                                             "binds its loops other than one loop per block variable")
         return self.schedule(sch, analyzed, self.spec or spec_for_target(target))
 
     def decline(self, reason: str) -> None:
         """Record why the rule declines the function at hand; ``return self.decline(...)``."""
         self.reason = reason
+
+    def decline_unanalysable(self, reason: str) -> None:
+        """Decline a function :func:`.analysis.analyze_blocks` rejects; a rule for one narrow kind
+        of function passes over it instead, and leaves the reason to the rules after it."""
+        return self.decline(reason)
 
     def pass_over(self) -> None:
         """Decline a function that is not of the rule's kind (a chain rule given one contraction):
