@@ -11,6 +11,10 @@ import pytest
 import tvm
 from tvm import relax, tirx
 
+from tvm_fusion_ext.cost import KernelCostModel
+from tvm_fusion_ext.cost.calibration import load_or_calibrate
+from tvm_fusion_ext.cost.features import kernel_features
+from tvm_fusion_ext.cost.model import scheduled
 from tvm_fusion_ext.driver.build import max_abs_error, random_inputs
 from tvm_fusion_ext.hardware import CPUSpec
 from tvm_fusion_ext.pipelines import schedule_passes
@@ -123,3 +127,20 @@ def test_passes_over_kernels_with_one_contraction_without_a_remark():
             assert rule.apply(func, TARGET, False) is None and rule.reason is None and not rule.applicable
             assert not any(r.startswith("ContractionChain") for r in schedule_remarks(func, TARGET))
             assert len([b for b in block_names(func) if "conv" in b]) == 1
+
+
+def test_the_cost_model_reads_a_chain_kernel_as_two_register_tiles():
+    """What the profitability check predicts from: both contractions of the chain kernel count as
+    register-tiled (none as a scalar reduction chain), its intermediates cost no memory traffic,
+    and the kernel is predicted near its two parts, not far above or below."""
+    model = KernelCostModel(TARGET, load_or_calibrate())
+    mod = dw_pw_module(32, 16, 24)
+    with TARGET:
+        parts = tvm.transform.Sequential([*fusion_passes(False), relax.transform.AttachAttrLayoutFreeBuffers()])(mod)
+    kernel = chain_kernel(mod, TARGET)
+    nests = kernel_features(scheduled(kernel, TARGET))
+    assert sum(ops for nest in nests for (kind, _), ops in nest.ops.items() if kind == "reduce") == 0
+    assert sum(ops for nest in nests for (kind, parallel), ops in nest.ops.items() if kind == "tiled" and parallel) \
+        >= 2 * 32 * 16 * 16 * (9 + 24)
+    parts_s = sum(model.seconds(f) for _, f in parts.functions_items() if isinstance(f, tirx.PrimFunc))
+    assert 0.5 * parts_s < model.seconds(kernel) < 1.05 * parts_s

@@ -17,7 +17,8 @@ producer into its consumer's tile:
    the producer's tile is computed once per block. The block is the largest whose producer tile,
    intermediate rows and anchor output rows fit the fast memory (L2) beside one micro-kernel's
    panels (:meth:`~tvm_fusion_ext.hardware.HardwareSpec.panel_bytes`), with a block for every
-   core (a multiple of the cores when there is one);
+   core (preferring counts that are a multiple of the cores, or at least
+   :data:`_BALANCED_BLOCKS` per core);
 3. the anchor gets its register tile inside the block (:func:`.loop_fusion.split_contraction`);
    the producer, its epilogue and its own producers (padding) are ``compute_at`` the block loop,
    so the intermediate becomes a ``[block, full width]`` tile with ``local`` scope that lowering
@@ -30,7 +31,7 @@ Weights stay layout-free and are packed once, at compile time, as the single-anc
 them (:func:`.loop_fusion.pack_contraction`, before anything moves).
 
 The rule passes over functions with fewer than two contractions (no remark) and declines, with a
-``reason``, a chain it cannot block: the intermediate reached through a non-element-wise op (a
+``reason``, three or more contractions and a chain it cannot block: the intermediate reached through a non-element-wise op (a
 transpose, a padding), read elsewhere too, no anchor axis indexing it, no block fitting the fast
 memory, or weights too large to be read again by every block (when the blocks would read more
 weight bytes again than the intermediate they keep on chip, and the weights do not fit the fast
@@ -97,8 +98,11 @@ class ContractionChain(SpecScheduleRule):
 
     def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
         infos = [info for _, info in analyzed]
-        if sum(1 for info in infos if info.is_contraction) < 2:
+        contractions = sum(1 for info in infos if info.is_contraction)
+        if contractions < 2:
             return self.pass_over()
+        if contractions > 2:
+            return self.decline(f"{contractions} contractions: only a chain of two is blocked")
         if not regions_exact(sch):
             return self.decline("a block declares other regions than it accesses")
         chain = _find_chain(sch, infos)
@@ -110,7 +114,8 @@ class ContractionChain(SpecScheduleRule):
         analyzed = analyze_blocks(sch)
         if not analyzed:
             return self.decline("after inlining, a block is left that the rule cannot analyse")
-        by_name = {info.name: info for _, info in analyzed}
+        infos = [info for _, info in analyzed]
+        by_name = {info.name: info for info in infos}
         anchor, producer = by_name[chain.anchor], by_name[chain.producer]
         lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
         block = _choose_block(producer, chain.producer_axis, anchor, chain.anchor_axis, spec, lanes)
@@ -123,34 +128,33 @@ class ContractionChain(SpecScheduleRule):
 
         anchor_packed = pack_contraction(sch, anchor, anchor_plan)
         producer_packed = pack_contraction(sch, producer_in_block, producer_plan) if producer_plan else None
-        loops = split_contraction(sch, anchor, anchor_plan, lanes, anchor_packed,
-                                  block=chain.anchor_axis)
-        block_loop = loops.block
-        names = [info.name for _, info in analyzed]
+        loops = split_contraction(sch, anchor, anchor_plan, lanes, anchor_packed, block=chain.anchor_axis)
+        names = [info.name for info in infos]
         consumers = names[names.index(chain.anchor) + 1:] + loops.added_consumers
         for name in consumers:
             reverse_compute_at_covering(sch, name, loops.tile)
-        before = names[: names.index(chain.anchor)]
-        for name in reversed(before):
-            if not try_primitive(sch.compute_at, sch.get_sblock(name), block_loop, preserve_unit_loops=True) \
+        moved = [name for name in names if name in _upstream_names(infos, producer)] + [chain.producer]
+        if epilogue:
+            moved.append(epilogue)
+        for name in reversed(moved):
+            if not try_primitive(sch.compute_at, sch.get_sblock(name), loops.block, preserve_unit_loops=True) \
                     and name in (chain.producer, epilogue):
                 return self.decline(f"{name} cannot be computed inside the anchor's block loop")
-        depth = 1  # the block loop, outermost
-        if not _one_loop_per_variable(sch, chain.producer, producer_in_block, depth):
+        if not _one_loop_per_variable(sch, chain.producer, producer_in_block):
             return self.decline("inside the block, the producer's region is not its rows of the block")
         if producer_plan is not None:
             producer_loops = split_contraction(sch, producer_in_block, producer_plan, lanes,
-                                               producer_packed, depth=depth)
+                                               producer_packed, depth=1)
             if epilogue:
                 reverse_compute_at_covering(sch, epilogue, producer_loops.tile)
         else:
-            producer_reduce = _vectorize_rows(sch, producer_in_block, depth, lanes)
+            producer_reduce = _vectorize_rows(sch, producer_in_block, lanes)
         if spec.num_cores > 1:
-            sch.parallel(block_loop)
-        for name in [*before, *consumers]:
+            sch.parallel(loops.block)
+        for name in [*moved, *consumers]:
             if name != chain.producer:
                 vectorize_innermost(sch, sch.get_sblock(name), lanes)
-        localize_intermediates(sch, block_loop)
+        localize_intermediates(sch, loops.block)
         if producer_plan is not None:
             finish_contraction(sch, chain.producer, producer_loops, lanes)
         elif producer_reduce is not None:
@@ -258,6 +262,19 @@ def _block_axes(read, producer: BlockInfo, anchor: BlockInfo) -> tuple[int, int]
     return None
 
 
+def _upstream_names(infos: list[BlockInfo], info: BlockInfo) -> set[str]:
+    """Names of the blocks whose outputs ``info`` reads, directly or through others (the
+    producer's padding): the blocks computed, with it, inside the block loop."""
+    names, stack = set(), [read.source for read in info.block.reads]
+    while stack:
+        buffer = stack.pop()
+        for other in infos:
+            if other.block.writes[0].source.same_as(buffer) and other.name not in names:
+                names.add(other.name)
+                stack.extend(read.source for read in other.block.reads)
+    return names
+
+
 def _inline_epilogue(sch: s_tir.Schedule, chain: _Chain) -> str | None:
     """Inline the chain's epilogue into its last block, and that block into the anchor when it
     only copies (the zero padding of a 1x1 conv); returns the last block left (``None``: the
@@ -326,22 +343,22 @@ def _choose_block(producer: BlockInfo, producer_axis: int, anchor: BlockInfo, an
     return rows, replace(plan, tile={**plan.tile, anchor_axis: rows})
 
 
-def _one_loop_per_variable(sch: s_tir.Schedule, name: str, info: BlockInfo, depth: int) -> bool:
-    """Whether block ``name`` sits under ``depth`` outer loops and then one loop per block
-    variable with ``info.extents`` (what ``compute_at`` gives a block whose region in the block
-    is its rows of the block and everything else)."""
-    loops = sch.get_loops(sch.get_sblock(name))[depth:]
+def _one_loop_per_variable(sch: s_tir.Schedule, name: str, info: BlockInfo) -> bool:
+    """Whether block ``name`` sits under the block loop and then one loop per block variable
+    with ``info.extents`` (what ``compute_at`` gives a block whose region in the block is its
+    rows of the block and everything else)."""
+    loops = sch.get_loops(sch.get_sblock(name))[1:]
     return len(loops) == len(info.extents) and all(
         int(sch.get(loop).extent) == extent for loop, extent in zip(loops, info.extents))
 
 
-def _vectorize_rows(sch: s_tir.Schedule, info: BlockInfo, depth: int, lanes: int):
+def _vectorize_rows(sch: s_tir.Schedule, info: BlockInfo, lanes: int):
     """A producer without a register tile (an output row no vector divides, e.g. 7 or 14
     columns): its output row loop goes innermost, below the reduction window, and is vectorised;
     a small window is unrolled. Returns the outermost reduction loop, where the init is to be
     separated once the block stops moving (``None``: nothing to separate)."""
     rv = sch.get_sblock(info.name)
-    loops = sch.get_loops(rv)[depth:]
+    loops = sch.get_loops(rv)[1:]  # below the block loop
     vector = info.vector_position()
     reduce = [loops[p] for p in info.reduce_positions]
     if vector is None or not reduce:
