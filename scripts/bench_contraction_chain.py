@@ -40,6 +40,7 @@ SHAPES = {
     "dw 28x28x192 -> 32": lambda: dw_pw_module(192, 28, 32),
     "dw 14x14x384 -> 64": lambda: dw_pw_module(384, 14, 64),
     "dw 7x7x960 -> 160": lambda: dw_pw_module(960, 7, 160),
+    "mlp 64x32 -> 128": lambda: mlp_module(64, 32),
     "mlp BERT-base 128x768 -> 3072": lambda: mlp_module(128, 768),
     "mlp ViT-Ti 197x192 -> 768": lambda: mlp_module(197, 192),
 }
@@ -57,6 +58,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default="", help="run the shapes whose name contains this")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--target", default="llvm")
+    parser.add_argument("--seconds", type=float, default=0.5, help="timed seconds per variant and shape")
     args = parser.parse_args(argv)
     threads = configure_threads(args.threads)
     target = parse_target(args.target)
@@ -73,7 +75,8 @@ def main(argv=None) -> int:
             vms[label] = relax.VirtualMachine(ex, tvm.cpu())["main"]
         outputs = {label: fn(*inputs).numpy() for label, fn in vms.items()}
         np.testing.assert_allclose(outputs["chain"], outputs["parts"], rtol=1e-4, atol=1e-4)
-        times = measure_interleaved_ms({label: (lambda fn=fn, args=inputs: fn(*args)) for label, fn in vms.items()})
+        times = measure_interleaved_ms({label: (lambda fn=fn, args=inputs: fn(*args)) for label, fn in vms.items()},
+                                       min_seconds=args.seconds)
         print(f"{name:32} {times['parts']:9.3f} {times['chain']:9.3f} {times['parts'] / times['chain']:7.2f}x"
               f"  {_scheduling_rule(mod, target)}", flush=True)
     return 0
