@@ -18,10 +18,11 @@ producer into its consumer's tile:
    intermediate rows and anchor output rows fit the fast memory (L2) beside one micro-kernel's
    panels (:meth:`~tvm_fusion_ext.hardware.HardwareSpec.panel_bytes`), with a block for every
    core (preferring counts that are a multiple of the cores, or at least
-   :data:`_BALANCED_BLOCKS` per core);
+   :data:`.analysis.BALANCED_TILES` per core);
 3. the anchor gets its register tile inside the block (:func:`.loop_fusion.split_contraction`);
-   the producer, its epilogue and its own producers (padding) are ``compute_at`` the block loop,
-   so the intermediate becomes a ``[block, full width]`` tile with ``local`` scope that lowering
+   the producer, its epilogue and its own producers (padding) are ``compute_at`` the block loop
+   (TVM ``src/s_tir/schedule/primitive/compute_at.cc`` gives a moved block the region its
+   consumers under the loop read: the block's rows, plus a conv's halo), so the intermediate becomes a ``[block, full width]`` tile with ``local`` scope that lowering
    (``CompactBufferAllocation``) shrinks; the producer then gets its own register tile inside the
    block (a depthwise conv: vectors along the output row, the 3x3 window unrolled), or, without
    one, its output row innermost and vectorised, and the epilogue runs per producer tile;
@@ -48,6 +49,7 @@ from tvm import s_tir
 
 from ..hardware import HardwareSpec
 from .analysis import (
+    BALANCED_TILES,
     BlockInfo,
     accesses,
     analyze_blocks,
@@ -72,9 +74,6 @@ from .loop_fusion import (
 from .register_tile import plan_register_tile
 from .rule_base import SpecScheduleRule
 from .vectorize import vectorize_loop
-
-# With this many blocks per core, a block count that is no multiple of the cores costs little.
-_BALANCED_BLOCKS = 4
 
 
 @dataclass
@@ -329,7 +328,7 @@ def _choose_block(producer: BlockInfo, producer_axis: int, anchor: BlockInfo, an
 
     def balanced(rows):
         blocks = extent // rows
-        return blocks % spec.num_cores == 0 or blocks >= _BALANCED_BLOCKS * spec.num_cores
+        return blocks % spec.num_cores == 0 or blocks >= BALANCED_TILES * spec.num_cores
 
     rows = max(fitting, key=lambda r: (balanced(r), r))
     blocks = extent // rows
