@@ -1,5 +1,5 @@
 """AnchorLoopFusion moves a consumer into the anchor's tile loop only when the moved block still
-runs every iteration once (``loop_fusion._reverse_compute_at_covering``).
+runs every iteration once (``loop_fusion.reverse_compute_at_covering``).
 
 TVM's ``reverse_compute_at`` gives the moved block a box of iterations per block variable derived
 from the region the tile produces, and lost iterations silently in two fuzzing regressions:

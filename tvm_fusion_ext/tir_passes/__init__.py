@@ -1,5 +1,6 @@
 """TIR scheduling passes: anchor loop fusion (GraphTurbo section 4.1) with register-tiled
-contraction anchors (``register_tile``: GotoBLAS micro-kernels), the plain fallback, the default
+contraction anchors (``register_tile``: GotoBLAS micro-kernels), two chained contractions as one
+loop nest (``contraction_chain``), the plain fallback, the default
 schedule pass built from them, ``VectorErf`` and ``VectorExp`` (float32 erf and exp as
 vectorisable polynomials), ``DropUnitIters`` (trivial block bindings for dlight's GPU
 rules), ``FlashAttention`` and ``CPUAttention`` (an attention kernel, recognised by
@@ -8,6 +9,7 @@ CUDA: ``SharedRowReduction`` (memory stitching, section 4.2) and ``GPUParallelSt
 (parallelism stitching, section 4.3)."""
 
 from .attention_pattern import AttentionPattern, match_attention
+from .contraction_chain import ContractionChain
 from .cpu_attention import CPUAttention, cpu_attention_func
 from .default_schedule import DefaultSchedule, default_schedule_pass
 from .flash_attention import FlashAttention, flash_attention_func
@@ -20,7 +22,7 @@ from .unit_iters import DropUnitIters
 from .vector_erf import VectorErf
 from .vector_exp import VectorExp
 
-__all__ = ["AnchorLoopFusion", "AttentionPattern", "CPUAttention", "DefaultSchedule", "DropUnitIters",
+__all__ = ["AnchorLoopFusion", "AttentionPattern", "CPUAttention", "ContractionChain", "DefaultSchedule", "DropUnitIters",
            "FlashAttention", "GPUParallelStitch", "PlainSchedule", "ReductionForm", "SharedRowReduction",
            "VectorErf", "VectorExp", "canonicalize_reduction", "cpu_attention_func", "default_schedule_pass",
            "flash_attention_func", "match_attention", "reduction_form"]

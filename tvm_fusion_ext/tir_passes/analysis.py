@@ -219,7 +219,7 @@ def tile_footprint(info: BlockInfo, tile: dict[int, int]) -> int:
 
 
 # With this many tiles per core, a tile count that is no multiple of the cores costs little.
-_BALANCED_TILES = 4
+BALANCED_TILES = 4
 
 
 def choose_tile(info: BlockInfo, tiled: list[int], minimum: dict[int, int],
@@ -230,7 +230,7 @@ def choose_tile(info: BlockInfo, tiled: list[int], minimum: dict[int, int],
     loop extent (a multiple of ``minimum[pos]``, the register / vector factor) whose tile working
     set still fits ``spec.fast_memory_bytes``; once a loop cannot be taken whole, the loops outside
     it keep their minimum. Tiles are then halved from the outside in until there are at least
-    ``spec.num_cores`` of them, and a multiple of it unless there are :data:`_BALANCED_TILES`
+    ``spec.num_cores`` of them, and a multiple of it unless there are :data:`BALANCED_TILES`
     per core (3 heads on 2 cores would leave one core idle a third of the time), so the fused
     tile loop feeds every core alike.
     """
@@ -252,7 +252,7 @@ def choose_tile(info: BlockInfo, tiled: list[int], minimum: dict[int, int],
 
     def unbalanced():
         count = num_tiles()
-        return count < spec.num_cores or (count % spec.num_cores and count < _BALANCED_TILES * spec.num_cores)
+        return count < spec.num_cores or (count % spec.num_cores and count < BALANCED_TILES * spec.num_cores)
 
     changed = True
     while unbalanced() and changed:

@@ -51,19 +51,18 @@ KEY_TILE = 128  # keys of the packed V the P·V register tiles stream before mov
 
 class CPUAttention(SpecScheduleRule):
     """Schedules an attention PrimFunc as one cache-blocked CPU loop nest (module docstring);
-    declines (``reason`` says why) anything else and non-CPU targets, without a remark in the
-    default schedule's (every kernel but attention is declined)."""
-
-    remark_declines = False
+    declines non-CPU targets (``reason`` says why) and passes over anything that is not exactly
+    attention (:meth:`~.rule_base.SpecScheduleRule.pass_over`: no remark, as every kernel but
+    attention is declined)."""
 
     def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, tunable: bool):
-        self.reason, self.notes = None, []
+        self.reason, self.notes, self.applicable = None, [], True
         spec = self.spec or spec_for_target(target)
         if not isinstance(spec, CPUSpec) or "dsa" in target.keys:
             return self.decline("not a CPU target")
         pattern = match_attention(func) if isinstance(func, tirx.PrimFunc) else None
         if pattern is None:
-            return self.decline("not exactly attention (match_attention)")
+            return self.pass_over()
         return s_tir.Schedule(cpu_attention_func(pattern, spec))
 
 

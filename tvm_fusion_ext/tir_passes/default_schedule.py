@@ -5,8 +5,10 @@ objects, each returning a schedule or ``None`` to decline, tried per PrimFunc un
 
 1. :class:`.cpu_attention.CPUAttention` - a kernel that is exactly attention as one cache-blocked
    loop nest (FlashAttention's tiling, APOLLO section 4.2's stitching; CPU targets only);
-2. :class:`.loop_fusion.AnchorLoopFusion` - GraphTurbo section 4.1 anchor tiling and loop fusion;
-3. :class:`.plain_schedule.PlainSchedule` - parallel outer / vectorised inner loops per block.
+2. :class:`.contraction_chain.ContractionChain` - two chained contractions as one loop nest
+   (GraphTurbo section 4.1 along a chain);
+3. :class:`.loop_fusion.AnchorLoopFusion` - GraphTurbo section 4.1 anchor tiling and loop fusion;
+4. :class:`.plain_schedule.PlainSchedule` - parallel outer / vectorised inner loops per block.
 
 A rule that raises is treated as declining, so the pass never fails a compile: the function then
 goes to the next rule, or stays as it was. PrimFuncs that already carry ``tirx.is_scheduled``
@@ -36,6 +38,7 @@ from tvm import tirx
 from ..hardware import CPUSpec, HardwareSpec, spec_for_target
 from ..ir_utils import SCHEDULED_ATTR, is_scheduled, with_functions
 from ..registration import register_pass
+from .contraction_chain import ContractionChain
 from .cpu_attention import CPUAttention
 from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
@@ -54,7 +57,7 @@ class DefaultSchedule:
 
     ``target`` defaults to the function's ``target`` attribute, then ``Target.current()``, then
     ``llvm``; ``spec`` defaults to :func:`~tvm_fusion_ext.hardware.spec_for_target` of it.
-    ``rules`` replaces the default rule list (attention, anchor loop fusion, the plain schedule).
+    ``rules`` replaces the default rule list (:func:`default_rules`).
     """
 
     def __init__(self, target: tvm.target.Target | str | None = None,
@@ -99,7 +102,7 @@ def default_schedule_pass(target: tvm.target.Target | None = None,
 def default_rules(spec: HardwareSpec) -> list:
     """The default rule list, in the order they are tried (CPUAttention for a CPU's spec only)."""
     attention = [CPUAttention(spec)] if isinstance(spec, CPUSpec) else []
-    return [*attention, AnchorLoopFusion(spec), PlainSchedule(spec)]
+    return [*attention, ContractionChain(spec), AnchorLoopFusion(spec), PlainSchedule(spec)]
 
 
 def untuned_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
@@ -148,6 +151,6 @@ def _first_applicable(func: tirx.PrimFunc, target, rules):
             continue
         if sch is not None:
             return sch, name, remarks + [f"{name}: {note}" for note in getattr(rule, "notes", [])]
-        if getattr(rule, "remark_declines", True):
+        if getattr(rule, "applicable", True):
             remarks.append(f"{name}: {getattr(rule, 'reason', None) or 'declined'}")
     return None, UNSCHEDULED, remarks

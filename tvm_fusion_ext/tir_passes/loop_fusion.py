@@ -67,7 +67,7 @@ from .vectorize import factor_reduction_lanes, vectorize_loop, vectorize_partial
 LAYOUT_REWRITE_PREPROC = "meta_schedule.layout_rewrite_preproc"
 # Inner reduction loops (after the block's first) are unrolled when their extents multiply to at
 # most this: the 3 x 3 window of a conv, so that the long channel loop carries the accumulators.
-_MAX_UNROLLED_WINDOW = 16
+MAX_UNROLLED_WINDOW = 16
 # The narrowest vectors a register tile falls back to (SSE's 4 float32 lanes).
 _MIN_LANES = 4
 # A contraction is padded to vector-lane multiples only while that adds at most this fraction of
@@ -84,7 +84,7 @@ class AnchorLoopFusion(SpecScheduleRule):
                                 "moving it would trust the declaration")
         infos = [info for _, info in analyzed]
         anchor_name = infos[pick_anchor(infos)].name
-        _inline_injective(sch, infos, anchor_name)
+        inline_injective(sch, infos, anchor_name)
 
         analyzed = analyze_blocks(sch)
         if not analyzed:
@@ -104,9 +104,9 @@ class AnchorLoopFusion(SpecScheduleRule):
             consumers = names[names.index(anchor_name) + 1:]
             register_tile = plan_register_tile(anchor, spec)
         if register_tile is None and anchor.is_contraction:
-            register_tile = _narrower_register_tile(anchor, spec, lanes)
+            register_tile = narrower_register_tile(anchor, spec, lanes)
         if register_tile is not None:
-            loops = _tile_contraction(sch, anchor, register_tile, lanes)
+            loops = tile_contraction(sch, anchor, register_tile, lanes)
             tile_loop, consumer_attach = loops.tile, [loops.tile]
             if not loops.reduce_outer and loops.intra:
                 # The whole reduction runs inside one micro-kernel: the epilogue goes into its
@@ -134,7 +134,7 @@ class AnchorLoopFusion(SpecScheduleRule):
             # A reduction after the anchor would reduce only the tile's part of its axis (TVM
             # allows the move); it stays a loop nest of its own, and so do the blocks reading it.
             if name not in reductions:
-                attached = next((loop for loop in consumer_attach if _reverse_compute_at_covering(sch, name, loop)),
+                attached = next((loop for loop in consumer_attach if reverse_compute_at_covering(sch, name, loop)),
                                 None)
                 if attached is not None and attached is not tile_loop:
                     write_back[name] = attached
@@ -147,15 +147,15 @@ class AnchorLoopFusion(SpecScheduleRule):
             if name in partials.values():
                 vectorize_partial(sch, name)
             else:
-                _vectorize_innermost(sch, sch.get_sblock(name), lanes)
+                vectorize_innermost(sch, sch.get_sblock(name), lanes)
             if name in write_back:
                 _unroll_below(sch, name, write_back[name])
-        _localize_intermediates(sch, tile_loop)
+        localize_intermediates(sch, tile_loop)
         self.notes = [f"{info.name}: a contraction besides the anchor {anchor_name}, kept as a plain loop nest "
                       "(one register tile per kernel)" for info in infos if info.is_contraction
                       and info.name != anchor_name]
         if register_tile is not None:
-            _finish_contraction(sch, anchor_name, loops, lanes)
+            finish_contraction(sch, anchor_name, loops, lanes)
         else:
             _finish_anchor(sch, anchor_name, plan, lanes)
         return sch
@@ -177,7 +177,7 @@ def _factor_row_reductions(sch: s_tir.Schedule, anchor: BlockInfo, producers: li
     return partials
 
 
-def _narrower_register_tile(anchor: BlockInfo, spec: HardwareSpec, lanes: int) -> RegisterTile | None:
+def narrower_register_tile(anchor: BlockInfo, spec: HardwareSpec, lanes: int) -> RegisterTile | None:
     """A register tile on half-width (or narrower, down to :data:`_MIN_LANES`) vectors, for a
     contraction no full vector divides and padding cannot reshape (a depthwise conv over 56
     columns on AVX-512: 7 vectors of 8 lanes instead of an unrolled-nothing 28-wide loop)."""
@@ -256,23 +256,27 @@ class _Plan:
         self.vector_loop = None
 
 
-class _ContractionLoops:
-    """Loop handles of a register-tiled contraction (see :func:`_tile_contraction`)."""
+class ContractionLoops:
+    """Loop handles of a register-tiled contraction (see :func:`split_contraction`)."""
 
-    def __init__(self, tile, intra, reduce_outer, reduce_inner, rows, vectors, lanes, added_consumers):
+    def __init__(self, tile, intra, reduce_outer, reduce_inner, rows, vectors, lanes, added_consumers,
+                 block=None):
         self.tile, self.reduce_outer, self.reduce_inner = tile, reduce_outer, reduce_inner
         self.intra = intra  # the loops over the micro-kernels of one tile
         self.rows, self.vectors, self.lanes = rows, vectors, lanes
         self.added_consumers = added_consumers
+        self.block = block  # the tile loop kept apart by split_contraction's ``block``
 
 
-def _inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: str) -> None:
-    """Inline the element-wise chain after the anchor and cheap injective producers before it."""
-    intermediates = _intermediate_buffers(sch)
+def inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: str,
+                     keep: tuple[str, ...] = ()) -> None:
+    """Inline the element-wise chain after the anchor and cheap injective producers before it
+    (not the blocks named in ``keep``)."""
+    intermediates = intermediate_buffers(sch)
     names = [info.name for info in infos]
     anchor_at = names.index(anchor_name)
     for info in reversed(infos):
-        if info.name == anchor_name or info.is_reduction:
+        if info.name == anchor_name or info.is_reduction or info.name in keep:
             continue
         if not any(info.block.writes[0].source.same_as(b) for b in intermediates):
             continue
@@ -359,13 +363,28 @@ def _tile_anchor(sch: s_tir.Schedule, anchor: BlockInfo, plan: _Plan):
     return tile_loop, inner_attach
 
 
-def _tile_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile, lanes: int):
-    """Apply a :class:`.register_tile.RegisterTile` to the anchor: pack operands, give a
-    transposed accumulator its layout, then split and order the loops as
-    ``[tiles] [reduction blocks] [micro-kernels] [reduction in a block] [rows] [vectors, lanes]``."""
+def tile_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile, lanes: int) -> ContractionLoops:
+    """Apply a :class:`.register_tile.RegisterTile` to the anchor: :func:`pack_contraction`, then
+    :func:`split_contraction` with the spatial tile loops fused into one."""
+    packed = pack_contraction(sch, anchor, plan)
+    return split_contraction(sch, anchor, plan, lanes, packed)
+
+
+class PackedOperands:
+    """What :func:`pack_contraction` added: per-tile operand packs still to be placed, and the
+    copy-out block of a local accumulator (a consumer of the contraction)."""
+
+    def __init__(self, packs, added_consumers):
+        self.packs, self.added_consumers = packs, added_consumers
+
+
+def pack_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile) -> PackedOperands:
+    """The layout steps of a register tile, made while the contraction is a child of the root:
+    accumulate a function output in a local tile, give a transposed accumulator its layout,
+    pack layout-free weights once (:func:`_pack_once`) and other packed operands per tile."""
     rv = sch.get_sblock(anchor.name)
     added_consumers = []
-    if not any(anchor.block.writes[0].source.same_as(b) for b in _intermediate_buffers(sch)):
+    if not any(anchor.block.writes[0].source.same_as(b) for b in intermediate_buffers(sch)):
         # The accumulators go to a local tile, copied out after the reduction: accumulating in a
         # function output, LLVM cannot keep them in registers (the parallel closure that holds
         # the loop drops the parameters' noalias), and reloads them every reduction step.
@@ -383,10 +402,21 @@ def _tile_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile
         pack = sch.cache_read(rv, position, "local")
         sch.transform_layout(pack, ("write", 0), _blocked(read, anchor, plan))
         packs.append(pack)
+    return PackedOperands(packs, added_consumers)
 
+
+def split_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile, lanes: int,
+                      packed: PackedOperands, depth: int = 0, block: int | None = None) -> ContractionLoops:
+    """Split and order the contraction's loops (those below the first ``depth`` loops enclosing
+    it, one per block variable, with ``anchor.extents``) as ``[tiles] [reduction blocks]
+    [micro-kernels] [reduction in a block] [rows] [vectors, lanes]``, and place the per-tile
+    packs. The spatial tile loops are fused into one; with ``block`` (a spatial position), that
+    position's tile loop is put outermost and kept apart (``ContractionLoops.block``), the others
+    fused below it."""
+    rv = sch.get_sblock(anchor.name)
     outer, reduce_outer, intra, reduce_inner = [], [], [], []
-    rows = vectors = lane = None
-    for pos, loop in enumerate(sch.get_loops(rv)):
+    rows = vectors = lane = block_loop = None
+    for pos, loop in enumerate(sch.get_loops(rv)[depth:]):
         extent = anchor.extents[pos]
         if anchor.loop_iters[pos].iter_type == REDUCE:
             inner = plan.reduce_block[pos]
@@ -408,15 +438,20 @@ def _tile_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile
             tile_outer, tile_intra, rows = sch.split(loop, [extent // tile, tile // plan.rows, plan.rows])
         else:
             tile_outer, tile_intra = sch.split(loop, [extent // tile, tile])
-        outer.append(tile_outer)
+        if pos == block:
+            block_loop = tile_outer
+        else:
+            outer.append(tile_outer)
         intra.append(tile_intra)
     micro = [loop for loop in (rows, vectors, lane) if loop is not None]
-    sch.reorder(*outer, *reduce_outer, *intra, *reduce_inner, *micro)
-    tile_loop = sch.fuse(*outer) if len(outer) > 1 else outer[0]
-    for pack in packs:
+    sch.reorder(*([block_loop] if block_loop is not None else []), *outer, *reduce_outer, *intra,
+                *reduce_inner, *micro)
+    tile_loop = sch.fuse(*outer) if len(outer) > 1 else (outer[0] if outer else block_loop)
+    for pack in packed.packs:
         sch.compute_at(pack, reduce_outer[0] if reduce_outer else tile_loop, preserve_unit_loops=True)
-        _vectorize_innermost(sch, pack, lanes)
-    return _ContractionLoops(tile_loop, intra, reduce_outer, reduce_inner, rows, vectors, lane, added_consumers)
+        vectorize_innermost(sch, pack, lanes)
+    return ContractionLoops(tile_loop, intra, reduce_outer, reduce_inner, rows, vectors, lane,
+                            packed.added_consumers, block_loop)
 
 
 def _weight_panels(anchor: BlockInfo, plan: RegisterTile, layout_free: list) -> tuple[int, ...]:
@@ -455,10 +490,10 @@ def _pack_once(sch: s_tir.Schedule, rv, position: int, layout: tirx.IndexMap) ->
     sch.transform_layout(pack, ("write", 0), layout)
 
 
-def _finish_contraction(sch: s_tir.Schedule, anchor_name: str, loops: _ContractionLoops, lanes: int) -> None:
+def finish_contraction(sch: s_tir.Schedule, anchor_name: str, loops: ContractionLoops, lanes: int) -> None:
     """Unroll the micro-kernel and the small reduction window, vectorise, separate the init."""
     window = loops.reduce_inner[1:]
-    if window and math.prod(_extent(sch, loop) for loop in window) <= _MAX_UNROLLED_WINDOW:
+    if window and math.prod(_extent(sch, loop) for loop in window) <= MAX_UNROLLED_WINDOW:
         for loop in window:
             sch.unroll(loop)
     if loops.rows is not None:
@@ -468,7 +503,7 @@ def _finish_contraction(sch: s_tir.Schedule, anchor_name: str, loops: _Contracti
     first_reduce = (loops.reduce_outer + loops.reduce_inner)[:1]
     if first_reduce:
         init = sch.decompose_reduction(sch.get_sblock(anchor_name), first_reduce[0])
-        _vectorize_innermost(sch, init, lanes)
+        vectorize_innermost(sch, init, lanes)
 
 
 def _blocked(region, anchor: BlockInfo, plan: RegisterTile) -> tirx.IndexMap:
@@ -489,12 +524,12 @@ def _finish_anchor(sch: s_tir.Schedule, anchor_name: str, plan: _Plan, lanes: in
     if plan.vector_loop is not None:
         sch.vectorize(plan.vector_loop)
     elif plan.first_reduce_loop is None:
-        _vectorize_innermost(sch, rv, lanes)  # with a scalar tail: no divisor fits the lanes
+        vectorize_innermost(sch, rv, lanes)  # with a scalar tail: no divisor fits the lanes
     else:
         vectorize_row_reduction(sch, rv, lanes)
     if plan.first_reduce_loop is not None and plan.vector_loop is not None:
         init = sch.decompose_reduction(rv, plan.first_reduce_loop)
-        _vectorize_innermost(sch, init, lanes)
+        vectorize_innermost(sch, init, lanes)
 
 
 def _unroll_below(sch: s_tir.Schedule, name: str, loop) -> None:
@@ -511,7 +546,7 @@ def _unroll_below(sch: s_tir.Schedule, name: str, loop) -> None:
             sch.unroll(rv)
 
 
-def _reverse_compute_at_covering(sch: s_tir.Schedule, name: str, loop) -> bool:
+def reverse_compute_at_covering(sch: s_tir.Schedule, name: str, loop) -> bool:
     """``reverse_compute_at`` block ``name`` under ``loop`` if the moved block still runs each of
     its iterations exactly once; returns whether it moved.
 
@@ -551,7 +586,7 @@ def _runs_domain_once(sch: s_tir.Schedule, name: str) -> bool:
     return len(mapped.indices) > 0
 
 
-def _vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
+def vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
     """Vectorise a block's innermost loop when it is spatial (split to a vector-sized chunk)."""
     loops = sch.get_loops(rv)
     if not loops:
@@ -613,12 +648,12 @@ def _parallelize_own_nest(sch: s_tir.Schedule, name: str, num_cores: int) -> Non
         try_primitive(sch.parallel, sch.get_loops(sch.get_sblock(name))[0])
 
 
-def _localize_intermediates(sch: s_tir.Schedule, tile_loop) -> None:
+def localize_intermediates(sch: s_tir.Schedule, tile_loop) -> None:
     """Give ``local`` scope to intermediates whose writer and readers all sit in the tile loop."""
     root = sch.get_sblock("root")
     for rv in sch.get_child_blocks(root):
         block = sch.get(rv)
-        if not any(block.writes[0].source.same_as(b) for b in _intermediate_buffers(sch)):
+        if not any(block.writes[0].source.same_as(b) for b in intermediate_buffers(sch)):
             continue
         users = [rv, *sch.get_consumers(rv)]
         if all(_inside(sch, user, tile_loop) for user in users):
@@ -630,7 +665,7 @@ def _inside(sch: s_tir.Schedule, rv, loop) -> bool:
     return bool(loops) and sch.get_sref(loops[0]).same_as(sch.get_sref(loop))
 
 
-def _intermediate_buffers(sch: s_tir.Schedule) -> list:
+def intermediate_buffers(sch: s_tir.Schedule) -> list:
     return list(sch.get(sch.get_sblock("root")).alloc_buffers)
 
 

@@ -20,31 +20,30 @@ class SpecScheduleRule(dl.ScheduleRule):
     peeled (:func:`.vectorize.peel_vector_tails`). A rule that sets ``skip_loopless`` is given the other
     blocks when some have no loops (see :func:`.analysis.analyze_blocks`) instead of declining.
 
-    After ``apply``, ``reason`` says why the rule declined (``None`` when it scheduled), and
+    After ``apply``, ``reason`` says why the rule declined (``None`` when it scheduled or passed
+    over a function outside its kind, see :meth:`pass_over`; ``applicable`` is then false), and
     ``notes`` what a schedule it made leaves undone (a block kept as a plain loop nest): what the
     profitability check of :mod:`tvm_fusion_ext.cost` and ``explain`` can read instead of a
     silently slow kernel.
     """
 
     skip_loopless = False
-    # Whether a decline is worth a remark (DefaultSchedule.remarks, schedule_remarks): not for a rule
-    # that takes one kind of kernel only (attention), whose decline of every other says nothing.
-    remark_declines = True
 
     def __init__(self, spec: HardwareSpec | None = None):
         self.spec = spec
         self.reason: str | None = None
         self.notes: list[str] = []
+        self.applicable = True
 
     def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, tunable: bool):
-        self.reason, self.notes = None, []
+        self.reason, self.notes, self.applicable = None, [], True
         if not isinstance(func, tirx.PrimFunc):
-            return self.decline("not a PrimFunc")
+            return self.decline_unanalysable("not a PrimFunc")
         sch = s_tir.Schedule(func)
         analyzed = analyze_blocks(sch, skip_loopless=self.skip_loopless)
         if not analyzed:
-            return self.decline("a block is nested, predicated, writes several buffers or binds its "
-                                "loops other than one loop per block variable")
+            return self.decline_unanalysable("a block is nested, predicated, writes several buffers or "
+                                             "binds its loops other than one loop per block variable")
         scheduled = self.schedule(sch, analyzed, self.spec or spec_for_target(target))
         if scheduled is not None:
             peel_vector_tails(scheduled)
@@ -53,6 +52,16 @@ class SpecScheduleRule(dl.ScheduleRule):
     def decline(self, reason: str) -> None:
         """Record why the rule declines the function at hand; ``return self.decline(...)``."""
         self.reason = reason
+
+    def decline_unanalysable(self, reason: str) -> None:
+        """Decline a function :func:`.analysis.analyze_blocks` rejects; a rule for one narrow kind
+        of function passes over it instead, and leaves the reason to the rules after it."""
+        return self.decline(reason)
+
+    def pass_over(self) -> None:
+        """Decline a function that is not of the rule's kind (a chain rule given one contraction):
+        nothing worth a remark; ``return self.pass_over()``."""
+        self.applicable = False
 
     def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
         """Schedule the analysed blocks for ``spec``; every concrete rule overrides this."""

@@ -1,0 +1,371 @@
+"""Two chained contractions of a fused PrimFunc as one loop nest (GraphTurbo section 4.1, Fig. 11;
+APOLLO section 4.2).
+
+:class:`~.loop_fusion.AnchorLoopFusion` register-tiles one anchor per kernel and leaves any other
+contraction a whole-tensor loop nest. A group whose anchor (its last contraction) reads, through
+element-wise ops only, the output of another contraction - the MLP of a transformer (matmul, bias,
+GELU, matmul) or the tail of an inverted residual (3x3 depthwise conv, bias, ReLU6, 1x1 conv) -
+can instead be fused along the chain, as GraphTurbo section 4.1 fuses the loops of consecutive
+layers ("Loop Fusion within Layers" and across them, Fig. 11) and APOLLO section 4.2 stitches a
+producer into its consumer's tile:
+
+1. the element-wise blocks between the two contractions are inlined into the last of them (the
+   *epilogue*, which writes the intermediate the anchor reads); the rest is inlined as
+   :func:`.loop_fusion.inline_injective` does;
+2. the anchor's outer spatial axis that indexes the intermediate (token rows of a matmul, output
+   rows of a conv) is split into blocks; every other anchor loop stays inside the block loop, so
+   the producer's tile is computed once per block. The block is the largest whose producer tile,
+   intermediate rows and anchor output rows fit the fast memory (L2) beside one micro-kernel's
+   panels (:meth:`~tvm_fusion_ext.hardware.HardwareSpec.panel_bytes`), with a block for every
+   core (preferring counts that are a multiple of the cores, or at least
+   :data:`.analysis.BALANCED_TILES` per core);
+3. the anchor gets its register tile inside the block (:func:`.loop_fusion.split_contraction`);
+   the producer, its epilogue and its own producers (padding) are ``compute_at`` the block loop
+   (TVM ``src/s_tir/schedule/primitive/compute_at.cc`` gives a moved block the region its
+   consumers under the loop read: the block's rows, plus a conv's halo), so the intermediate becomes a ``[block, full width]`` tile with ``local`` scope that lowering
+   (``CompactBufferAllocation``) shrinks; the producer then gets its own register tile inside the
+   block (a depthwise conv: vectors along the output row, the 3x3 window unrolled), or, without
+   one, its output row innermost and vectorised, and the epilogue runs per producer tile;
+4. the block loop is parallel.
+
+Weights stay layout-free and are packed once, at compile time, as the single-anchor schedule packs
+them (:func:`.loop_fusion.pack_contraction`, before anything moves).
+
+The rule passes over functions with fewer than two contractions (no remark) and declines, with a
+``reason``, three or more contractions and a chain it cannot block: the intermediate reached through a non-element-wise op (a
+transpose, a padding), read elsewhere too, no anchor axis indexing it, no block fitting the fast
+memory, or weights too large to be read again by every block (when the blocks would read more
+weight bytes again than the intermediate they keep on chip, and the weights do not fit the fast
+memory). :class:`.loop_fusion.AnchorLoopFusion` then takes the function.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import tvm_ffi
+from tvm import s_tir
+
+from ..hardware import HardwareSpec
+from .analysis import (
+    BALANCED_TILES,
+    BlockInfo,
+    accesses,
+    analyze_blocks,
+    divisors,
+    is_const_one,
+    regions_exact,
+    try_primitive,
+    uses_any,
+)
+from .loop_fusion import (
+    MAX_UNROLLED_WINDOW,
+    finish_contraction,
+    inline_injective,
+    intermediate_buffers,
+    localize_intermediates,
+    narrower_register_tile,
+    pack_contraction,
+    reverse_compute_at_covering,
+    split_contraction,
+    vectorize_innermost,
+)
+from .register_tile import plan_register_tile
+from .rule_base import SpecScheduleRule
+from .vectorize import vectorize_loop
+
+
+@dataclass
+class _Chain:
+    """Names of the producer, its epilogue blocks (the last one writes what the anchor reads)
+    and the anchor, with the anchor's block axis and the producer's loop position for it."""
+
+    producer: str
+    epilogue: list[str]
+    anchor: str
+    anchor_axis: int
+    producer_axis: int
+
+
+class ContractionChain(SpecScheduleRule):
+    """GraphTurbo section 4.1 loop fusion along a producer -> anchor contraction chain (see the
+    module docstring)."""
+
+    def decline_unanalysable(self, reason: str) -> None:
+        return self.pass_over()
+
+    def schedule(self, sch: s_tir.Schedule, analyzed: list, spec: HardwareSpec):
+        infos = [info for _, info in analyzed]
+        contractions = sum(1 for info in infos if info.is_contraction)
+        if contractions < 2:
+            return self.pass_over()
+        if contractions > 2:
+            return self.decline(f"{contractions} contractions: only a chain of two is blocked")
+        if not regions_exact(sch):
+            return self.decline("a block declares other regions than it accesses")
+        chain = _find_chain(sch, infos)
+        if isinstance(chain, str):
+            return self.decline(chain)
+        epilogue = _inline_epilogue(sch, chain)
+        infos = [info for _, info in analyze_blocks(sch)]
+        inline_injective(sch, infos, chain.anchor, keep=(epilogue,) if epilogue else ())
+        analyzed = analyze_blocks(sch)
+        if not analyzed:
+            return self.decline("after inlining, a block is left that the rule cannot analyse")
+        infos = [info for _, info in analyzed]
+        by_name = {info.name: info for info in infos}
+        anchor, producer = by_name[chain.anchor], by_name[chain.producer]
+        lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
+        block = _choose_block(producer, chain.producer_axis, anchor, chain.anchor_axis, spec, lanes)
+        if isinstance(block, str):
+            return self.decline(block)
+        rows, anchor_plan = block
+        producer_in_block = _restricted(producer, chain.producer_axis, rows)
+        producer_plan = plan_register_tile(producer_in_block, spec) or narrower_register_tile(
+            producer_in_block, spec, lanes)
+
+        anchor_packed = pack_contraction(sch, anchor, anchor_plan)
+        producer_packed = pack_contraction(sch, producer_in_block, producer_plan) if producer_plan else None
+        loops = split_contraction(sch, anchor, anchor_plan, lanes, anchor_packed, block=chain.anchor_axis)
+        names = [info.name for info in infos]
+        consumers = names[names.index(chain.anchor) + 1:] + loops.added_consumers
+        for name in consumers:
+            reverse_compute_at_covering(sch, name, loops.tile)
+        moved = [name for name in names if name in _upstream_names(infos, producer)] + [chain.producer]
+        if epilogue:
+            moved.append(epilogue)
+        for name in reversed(moved):
+            if not try_primitive(sch.compute_at, sch.get_sblock(name), loops.block, preserve_unit_loops=True) \
+                    and name in (chain.producer, epilogue):
+                return self.decline(f"{name} cannot be computed inside the anchor's block loop")
+        if not _one_loop_per_variable(sch, chain.producer, producer_in_block):
+            return self.decline("inside the block, the producer's region is not its rows of the block")
+        if producer_plan is not None:
+            producer_loops = split_contraction(sch, producer_in_block, producer_plan, lanes,
+                                               producer_packed, depth=1)
+            if epilogue:
+                reverse_compute_at_covering(sch, epilogue, producer_loops.tile)
+        else:
+            producer_reduce = _vectorize_rows(sch, producer_in_block, lanes)
+        if spec.num_cores > 1:
+            sch.parallel(loops.block)
+        for name in [*moved, *consumers]:
+            if name != chain.producer:
+                vectorize_innermost(sch, sch.get_sblock(name), lanes)
+        localize_intermediates(sch, loops.block)
+        if producer_plan is not None:
+            finish_contraction(sch, chain.producer, producer_loops, lanes)
+        elif producer_reduce is not None:
+            init = sch.decompose_reduction(sch.get_sblock(chain.producer), producer_reduce)
+            vectorize_innermost(sch, init, lanes)
+        finish_contraction(sch, chain.anchor, loops, lanes)
+        return sch
+
+
+def _find_chain(sch: s_tir.Schedule, infos: list[BlockInfo]) -> _Chain | str:
+    """The chain ending at the last contraction, or why there is none it can block."""
+    anchor = next(info for info in reversed(infos) if info.is_contraction)
+    intermediates = intermediate_buffers(sch)
+    writer = {}
+    for info in infos:
+        out = info.block.writes[0].source
+        if any(out.same_as(b) for b in intermediates):
+            writer[out] = info
+    reasons = []
+    for read in anchor.operand_reads:
+        found = _upstream(read.source, writer)
+        if found is None:
+            continue
+        producer, epilogue = found
+        reason = _blockable(sch, infos, producer, epilogue, anchor)
+        if reason is None:
+            axes = _block_axes(read, producer, anchor)
+            if axes is None:
+                reasons.append(f"no spatial axis of {anchor.name} indexes the intermediate it reads "
+                               f"from {producer.name}")
+                continue
+            order = [info.name for info in infos]
+            return _Chain(producer.name, sorted((e.name for e in epilogue), key=order.index),
+                          anchor.name, *axes)
+        reasons.append(reason)
+    if not reasons:
+        return f"{anchor.name} reads no other contraction's output"
+    return "; ".join(reasons)
+
+
+def _upstream(buffer, writer: dict) -> tuple[BlockInfo, list[BlockInfo]] | None:
+    """The contraction ``buffer`` derives from and the blocks between (walking back through
+    intermediates, stopping at contractions); ``None`` unless exactly one contraction is met."""
+    seen, stack, producers = [], [buffer], []
+    while stack:
+        buf = stack.pop()
+        info = next((w for b, w in writer.items() if b.same_as(buf)), None)
+        if info is None or any(info is s for s in seen) or any(info is p for p in producers):
+            continue
+        if info.is_contraction:
+            producers.append(info)
+            continue
+        seen.append(info)
+        stack.extend(read.source for read in info.block.reads)
+    if len(producers) != 1:
+        return None
+    return producers[0], seen
+
+
+def _blockable(sch: s_tir.Schedule, infos: list[BlockInfo], producer: BlockInfo,
+               epilogue: list[BlockInfo], anchor: BlockInfo) -> str | None:
+    """Why the intermediate from ``producer`` through ``epilogue`` cannot be blocked along the
+    anchor's rows, or ``None``: every epilogue block is element-wise in the chain's values (reads
+    them at its own output index), and nothing but the chain and the anchor reads them."""
+    chain = [producer, *epilogue]
+    chain_buffers = [info.block.writes[0].source for info in chain]
+    for info in epilogue:
+        if info.is_reduction:
+            return f"{info.name}, between {producer.name} and {anchor.name}, is a reduction"
+        write = [rg.min for rg in info.block.writes[0].region]
+        for read in info.block.reads:
+            if not any(read.source.same_as(b) for b in chain_buffers):
+                continue
+            same = len(read.region) == len(write) and all(
+                tvm_ffi.structural_equal(rg.min, w) and is_const_one(rg.extent)
+                for rg, w in zip(read.region, write))
+            if not same:
+                return (f"{info.name} reads {read.source.name} in another layout than it writes "
+                        f"(not element-wise): {producer.name}'s output cannot be blocked by rows")
+    members = {info.name for info in chain} | {anchor.name}
+    for info in infos:
+        if info.name in members:
+            continue
+        if any(read.source.same_as(b) for read in info.block.reads for b in chain_buffers):
+            return f"{info.name} also reads the intermediate between {producer.name} and {anchor.name}"
+    return None
+
+
+def _block_axes(read, producer: BlockInfo, anchor: BlockInfo) -> tuple[int, int] | None:
+    """``(anchor position, producer position)`` of the block axis: the anchor's outermost
+    non-unit spatial loop whose variable alone indexes a dimension of the intermediate, and the
+    producer loop writing that dimension (element-wise epilogues keep dimensions in place)."""
+    written = producer.block.writes[0].region
+    for pos in anchor.spatial_positions:
+        if anchor.extents[pos] == 1:
+            continue
+        var = anchor.loop_iters[pos].var
+        for dim, rg in enumerate(read.region):
+            if not rg.min.same_as(var) or dim >= len(written):
+                continue
+            index = written[dim].min
+            for ppos, iv in enumerate(producer.loop_iters):
+                if index.same_as(iv.var) and producer.extents[ppos] == anchor.extents[pos]:
+                    return pos, ppos
+    return None
+
+
+def _upstream_names(infos: list[BlockInfo], info: BlockInfo) -> set[str]:
+    """Names of the blocks whose outputs ``info`` reads, directly or through others (the
+    producer's padding): the blocks computed, with it, inside the block loop."""
+    names, stack = set(), [read.source for read in info.block.reads]
+    while stack:
+        buffer = stack.pop()
+        for other in infos:
+            if other.block.writes[0].source.same_as(buffer) and other.name not in names:
+                names.add(other.name)
+                stack.extend(read.source for read in other.block.reads)
+    return names
+
+
+def _inline_epilogue(sch: s_tir.Schedule, chain: _Chain) -> str | None:
+    """Inline the chain's epilogue into its last block, and that block into the anchor when it
+    only copies (the zero padding of a 1x1 conv); returns the last block left (``None``: the
+    anchor reads the producer's output)."""
+    epilogue = list(chain.epilogue)
+    while epilogue and _is_copy(sch, epilogue[-1]) and try_primitive(
+            sch.compute_inline, sch.get_sblock(epilogue[-1])):
+        epilogue.pop()
+    for name in reversed(epilogue[:-1]):
+        try_primitive(sch.compute_inline, sch.get_sblock(name))
+    return epilogue[-1] if epilogue else None
+
+
+def _is_copy(sch: s_tir.Schedule, name: str) -> bool:
+    info = next(info for _, info in analyze_blocks(sch) if info.name == name)
+    return info.is_copy
+
+
+def _restricted(info: BlockInfo, position: int, rows: int) -> BlockInfo:
+    """``info`` as seen inside one block: the loop at ``position`` runs ``rows`` iterations."""
+    return replace(info, extents=[rows if p == position else e for p, e in enumerate(info.extents)])
+
+
+def _bytes_using(info: BlockInfo, position: int, extents: list[int], using: bool) -> int:
+    """Bytes of the regions of ``info`` that use (``using``) or do not use loop ``position``."""
+    var = info.loop_iters[position].var
+    regions = [*info.operand_reads, *info.block.writes]
+    return sum(access.bytes(extents) for access, region in zip(accesses(info), regions)
+               if any(uses_any(rg.min, [var]) for rg in region.region) == using)
+
+
+def _choose_block(producer: BlockInfo, producer_axis: int, anchor: BlockInfo, anchor_axis: int,
+                  spec: HardwareSpec, lanes: int):
+    """``(rows, anchor register tile inside the block)``, or why no block fits (module docstring)."""
+    extent = anchor.extents[anchor_axis]
+    weights = (_bytes_using(producer, producer_axis, producer.extents, False)
+               + _bytes_using(anchor, anchor_axis, anchor.extents, False))
+    intermediate = accesses(producer)[-1].bytes(producer.extents)  # the producer's output
+    fitting = []
+    for rows in divisors(extent):
+        blocks = extent // rows
+        if blocks < spec.num_cores and spec.num_cores > 1:
+            continue
+        tile = (_bytes_using(producer, producer_axis, _restricted(producer, producer_axis, rows).extents, True)
+                + _bytes_using(anchor, anchor_axis, _restricted(anchor, anchor_axis, rows).extents, True))
+        if tile + spec.panel_bytes() > spec.fast_memory_bytes:
+            continue
+        fitting.append(rows)
+    if not fitting:
+        return (f"no block of {anchor.name}'s {extent} rows keeps the intermediate in the fast memory "
+                f"({spec.fast_memory_bytes} bytes) with a block for each of {spec.num_cores} cores")
+
+    def balanced(rows):
+        blocks = extent // rows
+        return blocks % spec.num_cores == 0 or blocks >= BALANCED_TILES * spec.num_cores
+
+    rows = max(fitting, key=lambda r: (balanced(r), r))
+    blocks = extent // rows
+    if weights > spec.fast_memory_bytes and (blocks - 1) * weights > 2 * intermediate:
+        return (f"each of {blocks} blocks would read the weights ({weights} bytes, more than the fast "
+                f"memory) again: more traffic than the intermediate ({intermediate} bytes) saves")
+    in_block = _restricted(anchor, anchor_axis, rows)
+    plan = plan_register_tile(in_block, spec) or narrower_register_tile(in_block, spec, lanes)
+    if plan is None:
+        return f"{anchor.name} has no register tile inside a block of {rows} rows"
+    return rows, replace(plan, tile={**plan.tile, anchor_axis: rows})
+
+
+def _one_loop_per_variable(sch: s_tir.Schedule, name: str, info: BlockInfo) -> bool:
+    """Whether block ``name`` sits under the block loop and then one loop per block variable
+    with ``info.extents`` (what ``compute_at`` gives a block whose region in the block is its
+    rows of the block and everything else)."""
+    loops = sch.get_loops(sch.get_sblock(name))[1:]
+    return len(loops) == len(info.extents) and all(
+        int(sch.get(loop).extent) == extent for loop, extent in zip(loops, info.extents))
+
+
+def _vectorize_rows(sch: s_tir.Schedule, info: BlockInfo, lanes: int):
+    """A producer without a register tile (an output row no vector divides, e.g. 7 or 14
+    columns): its output row loop goes innermost, below the reduction window, and is vectorised;
+    a small window is unrolled. Returns the outermost reduction loop, where the init is to be
+    separated once the block stops moving (``None``: nothing to separate)."""
+    rv = sch.get_sblock(info.name)
+    loops = sch.get_loops(rv)[1:]  # below the block loop
+    vector = info.vector_position()
+    reduce = [loops[p] for p in info.reduce_positions]
+    if vector is None or not reduce:
+        vectorize_innermost(sch, rv, lanes)
+        return None
+    sch.reorder(*reduce, loops[vector])
+    if math.prod(info.extents[p] for p in info.reduce_positions) <= MAX_UNROLLED_WINDOW:
+        for loop in reduce:
+            sch.unroll(loop)
+    vectorize_loop(sch, loops[vector], info.extents[vector], lanes)
+    return reduce[0]
