@@ -92,3 +92,35 @@ def test_matmul_weight_is_packed_into_micro_kernel_panels():
     ex = tvm.compile(mod, TARGET, relax_pipeline=tvm_fusion_ext.pipeline("stock", TARGET))
     result = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
     np.testing.assert_allclose(result, x @ weight + 1.0, rtol=1e-4, atol=1e-4)
+
+
+def test_repeated_layers_build_their_weight_packing_once():
+    """Two layers of the same shape share their kernel and its packing function: FoldWeightLayouts
+    builds it once and folds both weights with it, and the model computes the same numbers."""
+    from tvm_fusion_ext.relax_passes import FoldWeightLayouts
+
+    rng = np.random.default_rng(3)
+    w1, w2 = (rng.standard_normal((64, 64)).astype("float32") for _ in range(2))
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((16, 64), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            h = bb.emit(relax.op.nn.relu(relax.op.matmul(x, relax.const(w1))))
+            out = bb.emit_output(relax.op.nn.relu(relax.op.matmul(h, relax.const(w2))))
+        bb.emit_func_output(out)
+    with TARGET:
+        fused = tvm_fusion_ext.fusion_pipeline("stock", TARGET)(bb.get())
+        # layout-free weights, the default schedule, SplitLayoutRewritePreproc
+        split = tvm.transform.Sequential(schedule_passes(TARGET, "untuned")[:3])(fused)
+    folding = FoldWeightLayouts(TARGET)
+    folded = folding(split)
+    assert folding.folded == 2 and folding.built == 1
+    packed = sorted((c.value.numpy() for c in _constant_args(folded)), key=lambda a: float(a.sum()))
+    width = packed[0].shape[-1]
+    for weight in (w1, w2):
+        expected = weight.reshape(64, 64 // width, width).transpose(1, 0, 2)
+        assert any(np.array_equal(p, expected) for p in packed)
+    xv = rng.standard_normal((16, 64)).astype("float32")
+    ex = tvm.compile(bb.get(), TARGET, relax_pipeline=tvm_fusion_ext.pipeline("stock", TARGET))
+    got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(xv)).numpy()
+    np.testing.assert_allclose(got, np.maximum(np.maximum(xv @ w1, 0) @ w2, 0), rtol=1e-4, atol=1e-4)

@@ -5,7 +5,8 @@ Graph: batch norms after convs folded into the conv weights
 Scheduling: ``unscheduled`` adds nothing; ``untuned`` is the default schedule
 (:mod:`tvm_fusion_ext.tir_passes.default_schedule`), with constant weights marked layout-free
 before it and their packing folded into constants after it (the order of TVM's
-``relax.pipeline.static_shape_tuning_pipeline`` with ``cpu_weight_prepack=True``), followed by
+``relax.pipeline.static_shape_tuning_pipeline`` with ``cpu_weight_prepack=True``; each distinct
+packing function built once, :class:`~tvm_fusion_ext.relax_passes.fold_weight_layouts.FoldWeightLayouts`), followed by
 :class:`~tvm_fusion_ext.tir_passes.vector_erf.VectorErf` and
 :class:`~tvm_fusion_ext.tir_passes.vector_exp.VectorExp` (float32 erf and exp as vectorisable
 polynomials); ``tuned`` first applies the MetaSchedule records of the database in scope
@@ -20,6 +21,7 @@ from tvm import relax
 from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
 
 from ..relax_passes.fold_batch_norm import FoldBatchNormIntoConv
+from ..relax_passes.fold_weight_layouts import FoldWeightLayouts
 from ..tir_passes.default_schedule import default_schedule_pass
 from ..tir_passes.vector_erf import VectorErf
 from ..tir_passes.vector_exp import VectorExp
@@ -35,7 +37,7 @@ class CPUBackend:
         if policy == "unscheduled":
             return []
         untuned = [relax.transform.AttachAttrLayoutFreeBuffers(), default_schedule_pass(target),
-                   relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant(),
+                   relax.transform.SplitLayoutRewritePreproc(), FoldWeightLayouts(), relax.transform.FoldConstant(),
                    relax.transform.DeadCodeElimination(), VectorErf(), VectorExp()]
         if policy == "tuned":
             return [relax.transform.MetaScheduleApplyDatabase(enable_warning=False), *untuned]

@@ -13,7 +13,7 @@ before ``Q``), which would leave the attention to the other rules.
 
 An attention group is found from its two contractions: for a pair of contraction nodes (``Q·Kᵀ``
 and ``P·V``, pattern ``OUT_EWISE_FUSABLE``) with a path between them, the ``core`` is the nodes on
-those paths (at most :data:`MAX_CORE_NODES`, one of them computing an ``exp``: the softmax; the
+those paths (at most :data:`MAX_CORE_NODES`, one of them a softmax: ``exp`` and a ``max`` reduction; the
 match is tried on no other pair, so conv chains cost a graph walk). The group (``members``) is the core with the ops
 that only feed it - first every element-wise and injective one, else the injective ones only
 (reshapes, transposes, slices: index changes the match inlines into the loads of ``Q``, ``K``,
@@ -29,7 +29,9 @@ from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
+from tvm import tirx
 from tvm.s_tir import dlight as dl
+from tvm.s_tir.stmt import SBlock
 
 from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
 from ..hardware import CPUSpec, spec_for_target
@@ -46,7 +48,7 @@ ELEMENT_WISE_OR_INDEX = frozenset({OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPa
 INDEX_ONLY = frozenset({OpPattern.INJECTIVE})
 
 _FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_EXP: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # PrimFunc -> calls exp
+_SOFTMAX: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # PrimFunc -> (calls exp, reduces by max)
 _EXP_OP = tvm.ir.Op.get("tirx.exp")
 
 
@@ -87,8 +89,7 @@ def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGrou
         below = graph.reachable_from([a])
         for b in contractions:
             core = below & reaching[b]
-            if b == a or b not in below or len(core) > MAX_CORE_NODES or not any(
-                    _computes_exp(graph.nodes[n].prim_func) for n in core):
+            if b == a or b not in below or len(core) > MAX_CORE_NODES or not _holds_softmax(graph, core):
                 continue
             tail = _output_chain(graph, b)
             for members in (core | feeding | after
@@ -102,15 +103,26 @@ def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGrou
     return groups
 
 
-def _computes_exp(func) -> bool:
-    """Whether PrimFunc ``func`` (``None`` for a node without one) calls ``exp``."""
+def _softmax_traits(func) -> tuple[bool, bool]:
+    """Whether PrimFunc ``func`` (``None`` for a node without one) calls ``exp``, and whether it
+    reduces by ``max``."""
     if func is None:
-        return False
-    if func not in _EXP:
-        calls = []
+        return False, False
+    if func not in _SOFTMAX:
+        calls, max_reductions = [], []
         tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, lambda call: calls.append(call.op))], order="pre")
-        _EXP[func] = any(op.same_as(_EXP_OP) for op in calls)
-    return _EXP[func]
+        tvm_ffi.structural_walk(func.body, [(SBlock, lambda block: max_reductions.append(
+            block.init is not None and isinstance(block.body, tirx.BufferStore)
+            and isinstance(block.body.value, tirx.Max)))], order="pre")
+        _SOFTMAX[func] = (any(op.same_as(_EXP_OP) for op in calls), any(max_reductions))
+    return _SOFTMAX[func]
+
+
+def _holds_softmax(graph: DataflowGraph, core) -> bool:
+    """Whether the nodes of ``core`` compute an ``exp`` and a ``max`` reduction, as a softmax does
+    (one op or several); a sigmoid between two convs (EfficientNet's SiLU) only calls ``exp``."""
+    traits = [_softmax_traits(graph.nodes[n].prim_func) for n in core]
+    return any(exp for exp, _ in traits) and any(reduce for _, reduce in traits)
 
 
 def _reaching(graph: DataflowGraph, target: int) -> set[int]:

@@ -3,6 +3,7 @@
 
 from .apollo_fusion import ApolloFusion
 from .fold_batch_norm import FoldBatchNormIntoConv
+from .fold_weight_layouts import FoldWeightLayouts
 from .fuse_ops_dominator import FuseOpsDominator
 from .graphturbo_fusion import GraphTurboFusion
 from .materialize_partition import MaterializePartition
@@ -12,6 +13,6 @@ from .parallel_fusion import ParallelFusion
 from .schedule_execution_order import ScheduleExecutionOrder
 from .simplify import AlgebraicSimplify, Simplify
 
-__all__ = ["AlgebraicSimplify", "ApolloFusion", "FoldBatchNormIntoConv", "FuseOpsDominator",
+__all__ = ["AlgebraicSimplify", "ApolloFusion", "FoldBatchNormIntoConv", "FoldWeightLayouts", "FuseOpsDominator",
            "GraphTurboFusion", "MaterializePartition", "NeoFlowFusion", "OpenCompoundOps",
            "ParallelFusion", "ScheduleExecutionOrder", "Simplify"]
