@@ -22,11 +22,13 @@ non-float32 data) is declined with ``None``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
+from tvm.script import tirx as T
 
 from .analysis import SPATIAL, analyze_blocks
 
@@ -68,6 +70,36 @@ class AttentionPattern:
     def scaled(self, dot_product):
         """``f`` applied to one entry of ``Q·Kᵀ``."""
         return _map_loads(self.score, lambda _: dot_product)
+
+    def axes(self, batch_index, query=None, key=None, contract=None, head=None) -> dict:
+        """Canonical axis -> value: the batch axes from one fused ``batch_index`` (row-major over
+        their extents), and the named axes that are given."""
+        values, stride = {}, math.prod(extent for _, extent in self.batch)
+        for var, extent in self.batch:
+            stride //= extent
+            values[var] = batch_index // stride % extent
+        for (var, _), value in ((self.query, query), (self.key, key), (self.contract, contract),
+                                (self.head, head)):
+            if value is not None:
+                values[var] = value
+        return values
+
+    def query_at(self, batch_index, row, c):
+        """``Q`` at query ``row``, contraction index ``c``."""
+        return self.bind(self.query_load, self.axes(batch_index, query=row, contract=c))
+
+    def key_at(self, batch_index, key, c):
+        """``K`` at ``key``, contraction index ``c``."""
+        return self.bind(self.key_load, self.axes(batch_index, key=key, contract=c))
+
+    def value_at(self, batch_index, key, d):
+        """``V`` at ``key``, head index ``d``."""
+        return self.bind(self.value_load, self.axes(batch_index, key=key, head=d))
+
+    def store_output(self, batch_index, row, d, value):
+        """The TVMScript store of ``value`` where ``O[b, row, d]`` lands in the output."""
+        indices = self.bind(list(self.output_indices), self.axes(batch_index, query=row, head=d))
+        return T.buffer_store(self.output, value, indices)
 
 
 def match_attention(func: tirx.PrimFunc) -> AttentionPattern | None:

@@ -90,30 +90,6 @@ def cpu_attention_func(pattern: AttentionPattern, spec: HardwareSpec) -> tirx.Pr
     lowest = T.float32(FLOAT32_LOWEST)
     zero = T.float32(0)
 
-    def axes(task, query=None, key=None, contract_index=None, head_index=None):
-        values, stride, bh = {}, batches, task // groups
-        for var, extent in pattern.batch:
-            stride //= extent
-            values[var] = bh // stride % extent
-        for axis, value in ((pattern.query, query), (pattern.key, key),
-                            (pattern.contract, contract_index), (pattern.head, head_index)):
-            if value is not None:
-                values[axis[0]] = value
-        return values
-
-    def query_at(task, row, c):
-        return pattern.bind(pattern.query_load, axes(task, query=row, contract_index=c))
-
-    def key_at(task, key, c):
-        return pattern.bind(pattern.key_load, axes(task, key=key, contract_index=c))
-
-    def value_at(task, key, d):
-        return pattern.bind(pattern.value_load, axes(task, key=key, head_index=d))
-
-    def store_output(task, row, d, value):
-        indices = pattern.bind(list(pattern.output_indices), axes(task, query=row, head_index=d))
-        return T.buffer_store(pattern.output, value, indices)
-
     def whole_vectors(extent):
         """A loop over a contiguous axis: vectorised where it is whole vectors."""
         return T.vectorized(extent) if extent % lanes == 0 else T.serial(extent)
@@ -140,17 +116,17 @@ def cpu_attention_func(pattern: AttentionPattern, spec: HardwareSpec) -> tirx.Pr
                 for jv in range(keys // width):
                     for c in range(contract):
                         for u in T.vectorized(width):
-                            k_pack[jv, c, u] = key_at(task, jv * width + u, c)
+                            k_pack[jv, c, u] = pattern.key_at(task // groups, jv * width + u, c)
                 for j in range(keys // width * width, keys_p):
                     for c in range(contract):
-                        k_pack[j // width, c, j % width] = T.if_then_else(j < keys, key_at(task, j, c), zero)
+                        k_pack[j // width, c, j % width] = T.if_then_else(j < keys, pattern.key_at(task // groups, j, c), zero)
                 for dv in range(head // width):
                     for j in range(keys):
                         for u in T.vectorized(width):
-                            v_pack[dv, j, u] = value_at(task, j, dv * width + u)
+                            v_pack[dv, j, u] = pattern.value_at(task // groups, j, dv * width + u)
                 for d in range(head // width * width, head_p):
                     for j in range(keys):
-                        v_pack[d // width, j, d % width] = T.if_then_else(d < head, value_at(task, j, d), zero)
+                        v_pack[d // width, j, d % width] = T.if_then_else(d < head, pattern.value_at(task // groups, j, d), zero)
                 for dv in range(head_p // width):
                     for j in range(keys, keys_p):
                         for u in T.vectorized(width):
@@ -160,7 +136,7 @@ def cpu_attention_func(pattern: AttentionPattern, spec: HardwareSpec) -> tirx.Pr
                         for r in range(rows):
                             if row_of(task, block, r) < queries:
                                 for c in whole_vectors(contract):
-                                    q_tile[r, c] = query_at(task, row_of(task, block, r), c)
+                                    q_tile[r, c] = pattern.query_at(task // groups, row_of(task, block, r), c)
                             else:
                                 for c in whole_vectors(contract):
                                     q_tile[r, c] = zero
@@ -229,7 +205,7 @@ def cpu_attention_func(pattern: AttentionPattern, spec: HardwareSpec) -> tirx.Pr
                             if row_of(task, block, r) < queries:
                                 row_sum[r] = T.float32(1) / row_sum[r]
                                 for d in whole_vectors(head):
-                                    store_output(task, row_of(task, block, r), d, acc[r, d] * row_sum[r])
+                                    pattern.store_output(task // groups, row_of(task, block, r), d, acc[r, d] * row_sum[r])
 
     func = pattern.func
     return tirx.PrimFunc(func.params, kernel.body, attrs=func.attrs)

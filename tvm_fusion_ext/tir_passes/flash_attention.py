@@ -61,30 +61,6 @@ def flash_attention_func(pattern: AttentionPattern, threads: bool = True) -> tir
     def bound(extent, thread):
         return T.thread_binding(extent, thread=thread) if threads else T.serial(extent)
 
-    def axes(bh, query=None, key=None, contract_index=None, head_index=None):
-        values, stride = {}, batches
-        for (var, extent) in pattern.batch:
-            stride //= extent
-            values[var] = bh // stride % extent
-        for axis, value in ((pattern.query, query), (pattern.key, key),
-                            (pattern.contract, contract_index), (pattern.head, head_index)):
-            if value is not None:
-                values[axis[0]] = value
-        return values
-
-    def query_at(bh, row, c):
-        return pattern.bind(pattern.query_load, axes(bh, query=row, contract_index=c))
-
-    def key_at(bh, key, c):
-        return pattern.bind(pattern.key_load, axes(bh, key=key, contract_index=c))
-
-    def value_at(bh, key, d):
-        return pattern.bind(pattern.value_load, axes(bh, key=key, head_index=d))
-
-    def store_output(bh, row, d, value):
-        indices = pattern.bind(list(pattern.output_indices), axes(bh, query=row, head_index=d))
-        return T.buffer_store(pattern.output, value, indices)
-
     lowest = T.float32(FLOAT32_LOWEST)
 
     # The body reads and writes ``pattern.func``'s parameters, which become this function's below.
@@ -106,7 +82,7 @@ def flash_attention_func(pattern: AttentionPattern, threads: bool = True) -> tir
                             m[tx] = lowest
                             l[tx] = T.float32(0)
                             for c in range(contract):
-                                q_row[tx, c] = query_at(bh, qt * ROWS + tx, c)
+                                q_row[tx, c] = pattern.query_at(bh, qt * ROWS + tx, c)
                             for d in range(head):
                                 acc[tx, d] = T.float32(0)
                     for t in range(key_tiles):
@@ -114,11 +90,11 @@ def flash_attention_func(pattern: AttentionPattern, threads: bool = True) -> tir
                             for e in range(-(-tile * contract // ROWS)):
                                 if e * ROWS + tx < tile * contract and \
                                         t * tile + (e * ROWS + tx) // contract < keys:
-                                    k_tile[(e * ROWS + tx) // contract, (e * ROWS + tx) % contract] = key_at(
+                                    k_tile[(e * ROWS + tx) // contract, (e * ROWS + tx) % contract] = pattern.key_at(
                                         bh, t * tile + (e * ROWS + tx) // contract, (e * ROWS + tx) % contract)
                             for e in range(-(-tile * head // ROWS)):
                                 if e * ROWS + tx < tile * head and t * tile + (e * ROWS + tx) // head < keys:
-                                    v_tile[(e * ROWS + tx) // head, (e * ROWS + tx) % head] = value_at(
+                                    v_tile[(e * ROWS + tx) // head, (e * ROWS + tx) % head] = pattern.value_at(
                                         bh, t * tile + (e * ROWS + tx) // head, (e * ROWS + tx) % head)
                         for tx in bound(ROWS, "threadIdx.x"):
                             if qt * ROWS + tx < queries:
@@ -141,7 +117,7 @@ def flash_attention_func(pattern: AttentionPattern, threads: bool = True) -> tir
                     for tx in bound(ROWS, "threadIdx.x"):
                         if qt * ROWS + tx < queries:
                             for d in range(head):
-                                store_output(bh, qt * ROWS + tx, d, acc[tx, d] / l[tx])
+                                pattern.store_output(bh, qt * ROWS + tx, d, acc[tx, d] / l[tx])
 
     func = pattern.func
     return tirx.PrimFunc(func.params, kernel.body, attrs=func.attrs)
