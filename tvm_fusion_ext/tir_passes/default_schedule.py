@@ -114,8 +114,9 @@ def untuned_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
 
 
 def schedule_remarks(func: tirx.PrimFunc, target: tvm.target.Target) -> list[str]:
-    """``"Rule: why"`` for each default rule that declined ``func`` before one scheduled it (but
-    CPUAttention, whose decline of any other kernel than attention says nothing), and
+    """``"Rule: why"`` for each default rule that declined ``func`` before one scheduled it (a rule
+    that passed over a kernel outside its kind, :meth:`.rule_base.SpecScheduleRule.pass_over`,
+    leaves none), and
     ``"Rule: what"`` for what the scheduling rule left undone (a contraction kept as a plain
     loop nest); empty for a kernel the first rule schedules whole."""
     return _default_applicable(func, target, spec_for_target(target))[2]
