@@ -315,3 +315,40 @@ def test_pointwise_conv_epilogue_runs_in_the_micro_kernel_write_back():
     out = tvm.runtime.empty((1, 48, 16, 16), "float32")
     lib["main"](*[tvm.runtime.tensor(a) for a in args], out)
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_broadcasting_epilogue_stays_out_of_the_micro_kernel_write_back():
+    """Squeeze-excite's excitation: a 1x1 conv on pooled ``[1, C, 1, 1]`` features whose sigmoid
+    scales a whole feature map. Each accumulator feeds H x W outputs, so the epilogue is not moved
+    into (and unrolled in) the micro-kernel's write-back, which on EfficientNet-B0's 56 x 56 maps
+    made LLVM take minutes per kernel; it runs at the tile loop and the result is exact."""
+    avx2 = CPUSpec("avx2", num_cores=2, vector_bytes=32, fast_memory_bytes=512 * 1024, vector_registers=16,
+                   l1_bytes=32 * 1024, l2_bytes=512 * 1024)
+    bb = relax.BlockBuilder()
+    s = relax.Var("s", relax.TensorType((1, 6, 1, 1), "float32"))
+    w = relax.Var("w", relax.TensorType((48, 6, 1, 1), "float32"))
+    x = relax.Var("x", relax.TensorType((1, 48, 24, 24), "float32"))
+    with bb.function("main", [s, w, x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.multiply(x, relax.op.sigmoid(relax.op.nn.conv2d(s, w))))
+        bb.emit_func_output(y)
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(
+        relax.transform.LegalizeOps()(bb.get()))))
+    func = next(f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+    sch = AnchorLoopFusion(avx2).apply(func, tvm.target.Target("llvm"), False)
+    assert sch is not None
+    scheduled = sch.mod["main"]
+    unrolled = []
+    multiply = sch.get_sblock("T_multiply")
+    for rv in sch.get_loops(multiply):
+        loop = sch.get(rv)
+        if loop.kind == tvm.tirx.ForKind.UNROLLED:
+            unrolled.append(int(loop.extent))
+    assert math.prod(unrolled) <= avx2.vector_registers * avx2.vector_lanes("float32"), unrolled
+    rng = np.random.default_rng(0)
+    args = [rng.uniform(-1, 1, shape).astype("float32") for shape in ((1, 6, 1, 1), (48, 6, 1, 1), (1, 48, 24, 24))]
+    gate = 1 / (1 + np.exp(-np.einsum("c,fc->f", args[0][0, :, 0, 0], args[1][:, :, 0, 0])))
+    lib = tvm.compile(tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}), target="llvm")
+    out = tvm.runtime.empty((1, 48, 24, 24), "float32")
+    lib["main"](*[tvm.runtime.tensor(a) for a in args], out)
+    np.testing.assert_allclose(out.numpy(), args[2] * gate[None, :, None, None], rtol=1e-5, atol=1e-5)

@@ -105,13 +105,17 @@ class AnchorLoopFusion(SpecScheduleRule):
             register_tile = plan_register_tile(anchor, spec)
         if register_tile is None and anchor.is_contraction:
             register_tile = narrower_register_tile(anchor, spec, lanes)
+        write_back_points = {}  # micro-kernel loop -> the most iterations a consumer may run under it
         if register_tile is not None:
             loops = tile_contraction(sch, anchor, register_tile, lanes)
             tile_loop, consumer_attach = loops.tile, [loops.tile]
             if not loops.reduce_outer and loops.intra:
                 # The whole reduction runs inside one micro-kernel: the epilogue goes into its
-                # write-back, applied to the accumulators while they are still in registers.
+                # write-back, applied to the accumulators while they are still in registers
+                # (an epilogue broadcasting each accumulator, SE's scale of a feature map, would
+                # be unrolled over the whole map: it stays at the tile loop).
                 consumer_attach.insert(0, loops.intra[-1])
+                write_back_points[loops.intra[-1]] = math.prod(register_tile.micro.values())
             producer_attach = loops.reduce_outer[0] if loops.reduce_outer else loops.tile
             consumers += loops.added_consumers
         else:
@@ -134,8 +138,8 @@ class AnchorLoopFusion(SpecScheduleRule):
             # A reduction after the anchor would reduce only the tile's part of its axis (TVM
             # allows the move); it stays a loop nest of its own, and so do the blocks reading it.
             if name not in reductions:
-                attached = next((loop for loop in consumer_attach if reverse_compute_at_covering(sch, name, loop)),
-                                None)
+                attached = next((loop for loop in consumer_attach if reverse_compute_at_covering(
+                    sch, name, loop, write_back_points.get(loop))), None)
                 if attached is not None and attached is not tile_loop:
                     write_back[name] = attached
 
@@ -546,9 +550,10 @@ def _unroll_below(sch: s_tir.Schedule, name: str, loop) -> None:
             sch.unroll(rv)
 
 
-def reverse_compute_at_covering(sch: s_tir.Schedule, name: str, loop) -> bool:
+def reverse_compute_at_covering(sch: s_tir.Schedule, name: str, loop, max_points: int | None = None) -> bool:
     """``reverse_compute_at`` block ``name`` under ``loop`` if the moved block still runs each of
-    its iterations exactly once; returns whether it moved.
+    its iterations exactly once (and at most ``max_points`` of them per iteration of ``loop``);
+    returns whether it moved.
 
     TVM gives the moved block the iterations whose reads the blocks under ``loop`` provide, as a
     box per block variable. That box misses iterations when they read a guarded operand (TE's
@@ -564,8 +569,18 @@ def reverse_compute_at_covering(sch: s_tir.Schedule, name: str, loop) -> bool:
         return False
     if not _runs_domain_once(trial, name):
         return False
+    if max_points is not None and _points_under(trial, name, loop) > max_points:
+        return False
     sch.reverse_compute_at(sch.get_sblock(name), loop, preserve_unit_loops=True)
     return True
+
+
+def _points_under(sch: s_tir.Schedule, name: str, loop) -> int:
+    """Iterations block ``name`` runs per iteration of ``loop`` (one of its loops)."""
+    loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock(name))]
+    target = sch.get(loop).loop_var
+    depth = next(i for i, rv in enumerate(loops) if rv.loop_var.same_as(target))
+    return math.prod(int(rv.extent) if isinstance(rv.extent, tirx.IntImm) else 1 << 30 for rv in loops[depth + 1:])
 
 
 def _runs_domain_once(sch: s_tir.Schedule, name: str) -> bool:
