@@ -40,7 +40,8 @@ def test_zoo_model(name):
     # Every direction compiles (FuseTIR'd groups, TVM's lowering) and computes what PyTorch does.
     target = tvm.target.Target("llvm")
     expected = model.reference_outputs()
-    for direction, fused_mod in fused.items():
+    for direction in ("backward", "both"):  # forward is FuseOps' module, checked structurally above
+        fused_mod = fused[direction]
         with target:
             executable = tvm.compile(fused_mod, target,
                                      relax_pipeline=tvm.transform.Sequential(lowering_passes(target)))

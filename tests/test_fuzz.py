@@ -40,7 +40,7 @@ from tvm_fusion_ext.testing.random_graphs import (
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSIONS = ROOT / "tests" / "regressions"
 SHARDS = 2
-EXAMPLES = 60  # per shard: SHARDS * EXAMPLES random graphs under every strategy
+EXAMPLES = 35  # per shard: SHARDS * EXAMPLES random graphs under every strategy
 CONFIG = GraphConfig(max_ops=6)  # about a third of the compile time of the default 10 steps
 DSA_EXAMPLES = 4
 DSA_CONFIG = GraphConfig(max_ops=5, max_inputs=2)

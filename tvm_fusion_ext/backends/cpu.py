@@ -1,7 +1,8 @@
 """The CPU backend (target key ``"cpu"``: ``llvm`` and ``c`` targets).
 
 Graph: batch norms after convs folded into the conv weights
-(:class:`~tvm_fusion_ext.relax_passes.fold_batch_norm.FoldBatchNormIntoConv`).
+(:class:`~tvm_fusion_ext.relax_passes.fold_batch_norm.FoldBatchNormIntoConv`), then networks with
+depthwise convs in NHWC (:class:`~tvm_fusion_ext.relax_passes.channels_last.ChannelsLast`).
 Scheduling: ``unscheduled`` adds nothing; ``untuned`` is the default schedule
 (:mod:`tvm_fusion_ext.tir_passes.default_schedule`), with constant weights marked layout-free
 before it and their packing folded into constants after it (the order of TVM's
@@ -20,6 +21,7 @@ import tvm
 from tvm import relax
 from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
 
+from ..relax_passes.channels_last import ChannelsLast
 from ..relax_passes.fold_batch_norm import FoldBatchNormIntoConv
 from ..relax_passes.fold_weight_layouts import FoldWeightLayouts
 from ..tir_passes.default_schedule import default_schedule_pass
@@ -31,7 +33,7 @@ from .registry import register_backend
 @register_backend("cpu")
 class CPUBackend:
     def graph_passes(self, target: tvm.target.Target) -> list:
-        return [FoldBatchNormIntoConv()]
+        return [FoldBatchNormIntoConv(), ChannelsLast()]
 
     def schedule_passes(self, target: tvm.target.Target, policy: str) -> list:
         if policy == "unscheduled":

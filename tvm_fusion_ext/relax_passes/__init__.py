@@ -2,6 +2,7 @@
 ``tvm_fusion_ext.<PassName>``."""
 
 from .apollo_fusion import ApolloFusion
+from .channels_last import ChannelsLast
 from .fold_batch_norm import FoldBatchNormIntoConv
 from .fold_weight_layouts import FoldWeightLayouts
 from .fuse_ops_dominator import FuseOpsDominator
@@ -13,6 +14,6 @@ from .parallel_fusion import ParallelFusion
 from .schedule_execution_order import ScheduleExecutionOrder
 from .simplify import AlgebraicSimplify, Simplify
 
-__all__ = ["AlgebraicSimplify", "ApolloFusion", "FoldBatchNormIntoConv", "FoldWeightLayouts", "FuseOpsDominator",
+__all__ = ["AlgebraicSimplify", "ApolloFusion", "ChannelsLast", "FoldBatchNormIntoConv", "FoldWeightLayouts", "FuseOpsDominator",
            "GraphTurboFusion", "MaterializePartition", "NeoFlowFusion", "OpenCompoundOps",
            "ParallelFusion", "ScheduleExecutionOrder", "Simplify"]

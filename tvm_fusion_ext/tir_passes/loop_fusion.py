@@ -60,7 +60,13 @@ from .analysis import (
 from .plain_schedule import CHUNKS_PER_CORE
 from .register_tile import RegisterTile, plan_register_tile
 from .rule_base import SpecScheduleRule
-from .vectorize import factor_reduction_lanes, vectorize_loop, vectorize_partial, vectorize_row_reduction
+from .vectorize import (
+    factor_reduction_lanes,
+    vectorize_column_reduction,
+    vectorize_loop,
+    vectorize_partial,
+    vectorize_row_reduction,
+)
 
 # Block annotation that relax.transform.SplitLayoutRewritePreproc looks for
 # (src/relax/transform/split_layout_rewrite_preproc.cc), as MetaSchedule's RewriteLayout sets it.
@@ -602,7 +608,9 @@ def _runs_domain_once(sch: s_tir.Schedule, name: str) -> bool:
 
 
 def vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
-    """Vectorise a block's innermost loop when it is spatial (split to a vector-sized chunk)."""
+    """Vectorise a block's innermost loop when it is spatial (split to a vector-sized chunk); a
+    reduction over outer axes, along its innermost spatial loop
+    (:func:`.vectorize.vectorize_column_reduction`)."""
     loops = sch.get_loops(rv)
     if not loops:
         return
@@ -613,6 +621,7 @@ def vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
     block = realize.block
     for iv, value in zip(block.iter_vars, realize.iter_values):
         if iv.iter_type != 0 and uses_any(value, [loop.loop_var]):
+            vectorize_column_reduction(sch, rv, lanes)
             return
     extent = int(loop.extent)
     width = vector_factor(extent, lanes)

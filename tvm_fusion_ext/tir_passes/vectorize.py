@@ -8,7 +8,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir.stmt import SBlock
 
-from .analysis import REDUCE, indexes_trailing, realize_of, try_primitive, vector_factor
+from .analysis import REDUCE, indexes_trailing, realize_of, try_primitive, uses_any, vector_factor
 
 # Annotation marking the loop of whole vectors of a split with a predicated tail: once a rule's
 # schedule is complete, :func:`peel_vector_tails` partitions it into the unpredicated vectors and
@@ -194,3 +194,44 @@ def _contiguous_reduce_loops(sch: s_tir.Schedule, block) -> list | None:
             return None
     extents = [int(sch.get(rv).extent) for rv in inner]
     return inner if indexes_trailing(realize.block.reads, reduce_vars, extents) else None
+
+
+def vectorize_column_reduction(sch: s_tir.Schedule, block, lanes: int) -> bool:
+    """Vectorise a reduction over the *outer* axes of its input along its innermost spatial axis.
+
+    A global pool of a channels-last map (``sum over h, w of x[0, h, w, c]``) has its reduced
+    loops innermost, walking the input with a stride of a whole row of channels, while the
+    channel axis is contiguous in the input and the output. The channel loop is moved inside the
+    reduction loops (``reorder``), the initialisation taken out before them
+    (``decompose_reduction``), and both vectorised: each step adds a vector of channels to a
+    vector of partial sums, with no cross-lane combination. Applies when the loop just outside
+    the block's innermost reduction loops is bound to one spatial variable that every access
+    using it indexes whole in its last dimension, and no read has a reduced variable there.
+    Returns whether it applied; otherwise the schedule is unchanged."""
+    realize = realize_of(sch, sch.get(block).name_hint)
+    iter_vars = list(zip(realize.block.iter_vars, realize.iter_values))
+    loops = sch.get_loops(block)
+    bound = [[iv for iv, value in iter_vars if uses_any(value, [sch.get(loop).loop_var])] for loop in loops]
+    reduced = 0
+    while reduced < len(loops) and bound[-1 - reduced] and all(iv.iter_type == REDUCE for iv in bound[-1 - reduced]):
+        reduced += 1
+    position = len(loops) - 1 - reduced
+    if reduced == 0 or position < 0 or len(bound[position]) != 1 or bound[position][0].iter_type == REDUCE:
+        return False
+    extent = sch.get(loops[position]).extent
+    if not isinstance(extent, tirx.IntImm) or vector_factor(int(extent), lanes) is None:
+        return False
+    reduced_vars = [iv.var for iv in realize.block.iter_vars if iv.iter_type == REDUCE]
+    if not indexes_trailing([*realize.block.reads, *realize.block.writes], [bound[position][0].var], [int(extent)]) \
+            or any(region.region and uses_any(region.region[-1].min, reduced_vars) for region in realize.block.reads):
+        return False
+    if not try_primitive(_vectorize_column, sch.copy(), block, loops, position, lanes):
+        return False
+    _vectorize_column(sch, block, loops, position, lanes)
+    return True
+
+
+def _vectorize_column(sch: s_tir.Schedule, block, loops: list, position: int, lanes: int) -> None:
+    column = loops[position]
+    sch.reorder(*loops[position + 1:], column)
+    vectorize_loop(sch, column, int(sch.get(column).extent), lanes)

@@ -1,0 +1,107 @@
+"""ChannelsLast (relax_passes/channels_last.py): depthwise-separable networks in NHWC on CPUs, others
+left as they are with a reason; and the channels-last global pool it creates, vectorised along
+channels (tir_passes/vectorize.py: vectorize_column_reduction)."""
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from tvm_fusion_ext.backends.cpu import CPUBackend
+from tvm_fusion_ext.driver.build import build, max_rel_error, run
+from tvm_fusion_ext.hardware import CPUSpec
+from tvm_fusion_ext.relax_passes import ChannelsLast
+from tvm_fusion_ext.tir_passes import AnchorLoopFusion
+
+RNG = np.random.default_rng(0)
+
+
+def _const(*shape):
+    return relax.const(RNG.uniform(-0.5, 0.5, shape).astype("float32"))
+
+
+def _separable_block(shuffle: bool = False, depthwise: bool = True) -> tvm.IRModule:
+    """pointwise conv + ReLU6 -> 3x3 stride-2 depthwise conv + ReLU6 -> (channel shuffle) ->
+    global average pool -> flatten -> linear: MobileNet's block and head."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 16, 16), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, _const(16, 8, 1, 1)))
+            y = bb.emit(relax.op.clip(relax.op.add(y, _const(1, 16, 1, 1)), 0.0, 6.0))
+            y = bb.emit(relax.op.nn.conv2d(y, _const(16, 1 if depthwise else 16, 3, 3), strides=2, padding=1,
+                                           groups=16 if depthwise else 1))
+            y = bb.emit(relax.op.clip(y, 0.0, 6.0))
+            if shuffle:
+                y = bb.emit(relax.op.reshape(relax.op.permute_dims(relax.op.reshape(y, (1, 2, 8, 8, 8)),
+                                                                   [0, 2, 1, 3, 4]), (1, 16, 8, 8)))
+            y = bb.emit(relax.op.reshape(relax.op.mean(y, axis=[2, 3], keepdims=True), (1, 16)))
+            out = bb.emit_output(relax.op.matmul(y, _const(16, 10)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _calls(mod, name):
+    found = []
+    relax.analysis.post_order_visit(
+        mod["main"], lambda e: found.append(e) if isinstance(e, relax.Call) and getattr(e.op, "name", "") == name
+        else None)
+    return found
+
+
+def test_depthwise_network_is_converted_with_transposes_only_at_its_boundary():
+    mod = _separable_block()
+    converted = ChannelsLast()(mod)
+    assert relax.analysis.check_well_formed(converted)
+    convs = _calls(converted, "relax.nn.conv2d")
+    assert [(c.attrs.data_layout, c.attrs.kernel_layout) for c in convs] == [("NHWC", "HWIO")] * 2
+    assert not _calls(converted, "relax.clip")  # ReLU6 as maximum / minimum: no layout break
+    # The input enters NHWC once and leaves it once, before the head's reshape; weights are
+    # transposed constants, not transposes run by a kernel.
+    transposes = _calls(converted, "relax.permute_dims")
+    assert len(transposes) == 2 and all(not isinstance(t.args[0], tvm.ir.Constant) for t in transposes)
+
+
+def test_depthwise_network_computes_the_same_in_nhwc():
+    mod = _separable_block()
+    x = RNG.uniform(-1, 1, (1, 8, 16, 16)).astype("float32")
+    target = tvm.target.Target("llvm")
+    assert CPUBackend().graph_passes(target)[-1].__class__ is ChannelsLast
+    expected = run(build(mod, "none", target, policy="unscheduled"), [x])
+    for fusion in ("stock", "apollo"):
+        actual = run(build(mod, fusion, target), [x])
+        assert max_rel_error(actual, expected) < 1e-5, fusion
+
+
+def test_networks_the_layout_would_not_help_are_left_with_a_reason():
+    dense = ChannelsLast()
+    mod = _separable_block(depthwise=False)
+    assert dense(mod).same_as(mod) and "no depthwise" in dense.reason
+    shuffled = ChannelsLast()
+    mod = _separable_block(shuffle=True)
+    assert shuffled(mod).same_as(mod) and "transposes" in shuffled.reason
+
+
+def test_channels_last_global_pool_is_vectorised_along_channels():
+    """``mean`` over H and W of an NHWC map: the channel loop moves inside the reduction loops
+    and is vectorised (before, the reduction walked each channel with a stride of a whole row)."""
+    avx2 = CPUSpec("avx2", num_cores=2, vector_bytes=32, fast_memory_bytes=512 * 1024, vector_registers=16,
+                   l1_bytes=32 * 1024, l2_bytes=512 * 1024)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 14, 14, 480), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.mean(x, axis=[1, 2], keepdims=True))
+        bb.emit_func_output(y)
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(
+        relax.transform.LegalizeOps()(bb.get()))))
+    func = next(f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+    sch = AnchorLoopFusion(avx2).apply(func, tvm.target.Target("llvm"), False)
+    loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock("x_red"))]
+    assert loops[-1].kind == tvm.tirx.ForKind.VECTORIZED
+    assert [int(loop.extent) for loop in loops[-4:-2]] == [14, 14]  # reduced loops outside the channels
+    scheduled = sch.mod["main"].with_attr("global_symbol", "main")
+    lib = tvm.compile(tvm.IRModule({"main": scheduled}), target="llvm")
+    data = RNG.uniform(-1, 1, (1, 14, 14, 480)).astype("float32")
+    out = tvm.runtime.empty((1, 1, 1, 480), "float32")
+    lib["main"](tvm.runtime.tensor(data), out)
+    np.testing.assert_allclose(out.numpy(), data.mean(axis=(1, 2), keepdims=True), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,137 @@
+"""``ChannelsLast``: every 2-D convolution in NHWC with HWIO weights, for CPU kernels that
+vectorise along channels.
+
+In NCHW the only contiguous axes of a conv are the image's rows, so a CPU micro-kernel
+(:mod:`tvm_fusion_ext.tir_passes.register_tile`) vectorises along a row: 14- and 7-wide rows
+hold no whole vector, and a stride-2 depthwise conv reads its row with gathers. In NHWC the
+channels are contiguous in the input, the HWIO weights and the output, so every conv of a CNN
+(depthwise included, whatever its stride) vectorises along channels and uses image columns as
+its register rows. This is the layout ONNX Runtime's MLAS and XNNPACK run CNNs in on CPUs
+(MLAS blocks the channels, NCHWc); the mindspore-jit-graph-kernel-fusion paper's graph
+simplification rewrites a graph into an equal, cheaper one before fusion in the same way.
+
+The pass, on high-level Relax before legalisation:
+
+1. rewrites ``clip(x, lo, hi)`` (ReLU6) as ``minimum(maximum(x, lo), hi)``: Relax's
+   ``ConvertLayout`` has no layout rule for ``clip`` and would transpose back to NCHW around it;
+2. runs TVM's ``relax.transform.ConvertLayout`` with NHWC / HWIO for ``relax.nn.conv2d``: it
+   carries NHWC through element-wise ops, pools and reductions and transposes back where an op
+   has no layout rule (a reshape, the model's outputs);
+3. folds reshapes and transposes of constant weights and biases with NumPy (before the
+   conversion too, so a bias reshaped to ``[1, C, 1, 1]`` converts), so no kernel transposes a
+   weight at run time and none is built to fold it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.relax.dpl import is_op, rewrite_call, wildcard
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from ..ir_utils import with_functions
+from ..registration import register_pass
+
+DESIRED_LAYOUTS = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
+_PERMUTE_DIMS = tvm.ir.Op.get("relax.permute_dims")
+_RESHAPE = tvm.ir.Op.get("relax.reshape")
+_CONV2D = tvm.ir.Op.get("relax.nn.conv2d")
+
+
+@register_pass
+@tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.ChannelsLast")
+class ChannelsLast:
+    """Module pass: 2-D convolutions in NHWC / HWIO (see the module docstring). Modules without a
+    ``conv2d`` are returned unchanged."""
+
+    def __init__(self):
+        self.reason = ""  # why the last module was left in its layout, or "" when it was converted
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        if not any(_is_depthwise(call) for call in _calls(mod, _CONV2D)):
+            self.reason = "no depthwise conv2d (dense convs vectorise as well in NCHW)"
+            return mod
+        converted = _clip_as_min_max(_fold_constant_layouts(relax.transform.Normalize()(mod)))
+        converted = _fold_constant_layouts(relax.transform.ConvertLayout(DESIRED_LAYOUTS)(converted))
+        transposes = len(_calls(converted, _PERMUTE_DIMS))
+        if transposes > _boundary_transposes(converted):
+            self.reason = (f"{transposes} transposes, more than one per input and output of the network: "
+                           "ops without a layout rule (e.g. a channel shuffle's reshape) would transpose inside it")
+            return mod
+        self.reason = ""
+        return converted
+
+
+def _calls(mod: tvm.IRModule, op: tvm.ir.Op) -> list:
+    found = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and expr.op.same_as(op):
+            found.append(expr)
+
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return found
+
+
+def _boundary_transposes(mod: tvm.IRModule) -> int:
+    """One transpose per input and per output of each Relax function: where the network enters
+    NHWC and where it leaves it (for its outputs, or for the head's reshape)."""
+    count = 0
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            outputs = func.ty.ret
+            count += len(func.params) + (len(outputs.fields) if isinstance(outputs, relax.TupleType) else 1)
+    return count
+
+
+def _is_depthwise(conv: relax.Call) -> bool:
+    channels = conv.args[0].ty.shape[1 if conv.attrs.data_layout == "NCHW" else 3]
+    return conv.attrs.groups > 1 and isinstance(channels, tvm.tirx.IntImm) and int(channels) == conv.attrs.groups
+
+
+def _clip_as_min_max(mod: tvm.IRModule) -> tvm.IRModule:
+    """``clip(x, lo, hi)`` with constant bounds as ``minimum(maximum(x, lo), hi)``."""
+    data, low, high = wildcard(), wildcard(), wildcard()
+    pattern = is_op("relax.clip")(data, low, high)
+
+    def rewrite(call, matched):
+        bounds = [matched[low], matched[high]]
+        dtype = str(call.ty.dtype)
+        if not all(isinstance(b, (tvm.tirx.IntImm, tvm.tirx.FloatImm)) for b in bounds) or not dtype.startswith("float"):
+            return call
+        lo, hi = (relax.const(float(b.value), dtype) for b in bounds)
+        return relax.op.minimum(relax.op.maximum(matched[data], lo), hi)
+
+    return with_functions(mod, {gvar: rewrite_call(pattern, rewrite, func) for gvar, func in mod.functions_items()
+                                if isinstance(func, relax.Function)})
+
+
+def _fold_constant_layouts(mod: tvm.IRModule) -> tvm.IRModule:
+    folder = _ConstantLayoutFolder(mod)
+    return with_functions(mod, {gvar: folder.visit_expr(func) for gvar, func in mod.functions_items()
+                                if isinstance(func, relax.Function)})
+
+
+@mutator
+class _ConstantLayoutFolder(PyExprMutator):
+    """Replaces ``permute_dims(constant)`` and ``reshape(constant, static shape)`` (a conv's bias
+    reshaped to ``[1, C, 1, 1]``, which ``ConvertLayout`` could not convert) by their values."""
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        data = call.args[0] if call.args else None
+        if isinstance(data, relax.Var):
+            data = self.lookup_binding(data)
+        if not isinstance(data, tvm.ir.Constant):
+            return call
+        value = data.value.numpy()
+        if call.op.same_as(_PERMUTE_DIMS) and call.attrs.axes is not None:
+            return relax.const(np.ascontiguousarray(value.transpose([int(axis) for axis in call.attrs.axes])))
+        shape = getattr(call.ty, "shape", None)
+        if (call.op.same_as(_RESHAPE) and shape is not None
+                and all(isinstance(d, tvm.tirx.IntImm) for d in shape)):
+            return relax.const(value.reshape([int(d) for d in shape]))
+        return call
