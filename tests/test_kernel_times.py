@@ -37,3 +37,18 @@ def test_each_class_and_its_flops():
     assert flops["1x1 conv"] == 2 * 16 * 10 * 10 * 16
     assert flops["depthwise conv"] == 2 * 16 * 10 * 10 * 25
     assert flops["matmul"] == 2 * 16 * 4 * 100
+
+
+def test_each_class_in_channels_last():
+    """The same classes for NHWC / HWIO convs (``relax_passes.ChannelsLast``), whose reductions
+    put the input channels last."""
+    def build(bb, x):
+        nhwc = {"data_layout": "NHWC", "kernel_layout": "HWIO"}
+        y = bb.emit(relax.op.permute_dims(x, [0, 2, 3, 1]))
+        a = bb.emit(relax.op.nn.conv2d(y, _weight(3, 3, 8, 16), padding=1, **nhwc))
+        b = bb.emit(relax.op.nn.conv2d(a, _weight(1, 1, 16, 16), **nhwc))
+        return relax.op.nn.conv2d(b, _weight(5, 5, 1, 16), padding=2, groups=16, **nhwc)
+    found = contractions(_legalized(build))
+    assert sorted(kind for _, kind in found.values()) == ["1x1 conv", "3x3 conv", "depthwise conv"]
+    flops = {kind: work for work, kind in found.values()}
+    assert flops["depthwise conv"] == 2 * 16 * 10 * 10 * 25

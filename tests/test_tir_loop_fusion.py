@@ -31,6 +31,17 @@ CASES = ["conv2d_bias_relu", "conv2d_7x7_bias_relu", "matmul_bias_gelu", "matmul
          "layer_norm", "sum_divide"]
 
 
+AVX2 = CPUSpec("avx2", num_cores=2, vector_bytes=32, fast_memory_bytes=512 * 1024, vector_registers=16,
+               l1_bytes=32 * 1024, l2_bytes=512 * 1024)
+
+
+def _fused_kernel(mod):
+    """The one PrimFunc of ``mod`` after stock FuseOps + FuseTIR."""
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(
+        relax.transform.LegalizeOps()(mod))))
+    return next(f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+
+
 def _schedule(name, spec=FAKE_SPEC):
     sch = AnchorLoopFusion(spec).apply(getattr(fused, name), tvm.target.Target("llvm"), False)
     assert sch is not None
@@ -289,8 +300,6 @@ def test_pointwise_conv_epilogue_runs_in_the_micro_kernel_write_back():
     """A 1x1 conv over 24 channels (MobileNetV2's expansion) reduces whole inside one micro-kernel,
     so its bias + clip epilogue is applied there: the accumulator buffer lowers to one register
     tile (rows x vector width), not to the spatial tile, and the result is exact."""
-    avx2 = CPUSpec("avx2", num_cores=2, vector_bytes=32, fast_memory_bytes=512 * 1024, vector_registers=16,
-                   l1_bytes=32 * 1024, l2_bytes=512 * 1024)
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((1, 24, 16, 16), "float32"))
     w = relax.Var("w", relax.TensorType((48, 24, 1, 1), "float32"))
@@ -299,15 +308,12 @@ def test_pointwise_conv_epilogue_runs_in_the_micro_kernel_write_back():
         with bb.dataflow():
             y = bb.emit_output(relax.op.clip(relax.op.add(relax.op.nn.conv2d(x, w), b), 0.0, 6.0))
         bb.emit_func_output(y)
-    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(
-        relax.transform.LegalizeOps()(bb.get()))))
-    func = next(f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
-    sch = AnchorLoopFusion(avx2).apply(func, tvm.target.Target("llvm"), False)
+    sch = AnchorLoopFusion(AVX2).apply(_fused_kernel(bb.get()), tvm.target.Target("llvm"), False)
     assert sch is not None
     scheduled = sch.mod["main"]
     accumulators = [shape for name, (shape, _) in lowered_allocations(scheduled).items() if "conv2d" in name]
-    lanes = avx2.vector_lanes("float32")
-    assert accumulators and all(math.prod(shape) <= avx2.vector_registers * lanes for shape in accumulators)
+    lanes = AVX2.vector_lanes("float32")
+    assert accumulators and all(math.prod(shape) <= AVX2.vector_registers * lanes for shape in accumulators)
     rng = np.random.default_rng(0)
     args = [rng.uniform(-1, 1, s).astype("float32") for s in ((1, 24, 16, 16), (48, 24, 1, 1), (1, 48, 1, 1))]
     expected = np.clip(np.einsum("chw,fc->fhw", args[0][0], args[1][:, :, 0, 0])[None] + args[2], 0, 6)
@@ -322,8 +328,6 @@ def test_broadcasting_epilogue_stays_out_of_the_micro_kernel_write_back():
     scales a whole feature map. Each accumulator feeds H x W outputs, so the epilogue is not moved
     into (and unrolled in) the micro-kernel's write-back, which on EfficientNet-B0's 56 x 56 maps
     made LLVM take minutes per kernel; it runs at the tile loop and the result is exact."""
-    avx2 = CPUSpec("avx2", num_cores=2, vector_bytes=32, fast_memory_bytes=512 * 1024, vector_registers=16,
-                   l1_bytes=32 * 1024, l2_bytes=512 * 1024)
     bb = relax.BlockBuilder()
     s = relax.Var("s", relax.TensorType((1, 6, 1, 1), "float32"))
     w = relax.Var("w", relax.TensorType((48, 6, 1, 1), "float32"))
@@ -332,10 +336,7 @@ def test_broadcasting_epilogue_stays_out_of_the_micro_kernel_write_back():
         with bb.dataflow():
             y = bb.emit_output(relax.op.multiply(x, relax.op.sigmoid(relax.op.nn.conv2d(s, w))))
         bb.emit_func_output(y)
-    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(
-        relax.transform.LegalizeOps()(bb.get()))))
-    func = next(f for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
-    sch = AnchorLoopFusion(avx2).apply(func, tvm.target.Target("llvm"), False)
+    sch = AnchorLoopFusion(AVX2).apply(_fused_kernel(bb.get()), tvm.target.Target("llvm"), False)
     assert sch is not None
     scheduled = sch.mod["main"]
     unrolled = []
@@ -344,7 +345,7 @@ def test_broadcasting_epilogue_stays_out_of_the_micro_kernel_write_back():
         loop = sch.get(rv)
         if loop.kind == tvm.tirx.ForKind.UNROLLED:
             unrolled.append(int(loop.extent))
-    assert math.prod(unrolled) <= avx2.vector_registers * avx2.vector_lanes("float32"), unrolled
+    assert math.prod(unrolled) <= AVX2.vector_registers * AVX2.vector_lanes("float32"), unrolled
     rng = np.random.default_rng(0)
     args = [rng.uniform(-1, 1, shape).astype("float32") for shape in ((1, 6, 1, 1), (48, 6, 1, 1), (1, 48, 24, 24))]
     gate = 1 / (1 + np.exp(-np.einsum("c,fc->f", args[0][0, :, 0, 0], args[1][:, :, 0, 0])))

@@ -115,11 +115,14 @@ def contractions(mod: tvm.IRModule) -> dict[str, tuple[int, str]]:
 
 def contraction_class(info) -> str:
     """``"matmul"``, ``"depthwise conv"``, ``"1x1 conv"`` or ``"KxK conv"`` (K x K window) of a
-    contraction block: a conv's reductions are (input channels per group, window rows, window
-    columns), a depthwise conv's first one is 1."""
+    contraction block: an NCHW conv's reductions are (input channels per group, window rows,
+    window columns), an NHWC conv's (window rows, window columns, input channels per group); a
+    depthwise conv has one input channel per group."""
     if "conv" not in info.name:
         return "matmul"
     reduced = [info.extents[pos] for pos in info.reduce_positions]
+    if "nhwc" in info.name and len(reduced) == 3:
+        reduced = reduced[2:] + reduced[:2]
     window = reduced[1:] if len(reduced) == 3 else reduced[-2:]
     if len(reduced) == 3 and reduced[0] == 1:
         return "depthwise conv"
