@@ -79,6 +79,8 @@ def test_networks_the_layout_would_not_help_are_left_with_a_reason():
     shuffled = ChannelsLast()
     mod = _separable_block(shuffle=True)
     assert shuffled(mod).same_as(mod) and "transposes" in shuffled.reason
+    forced = ChannelsLast(force=True)(_separable_block(depthwise=False))  # for ablations
+    assert [c.attrs.data_layout for c in _calls(forced, "relax.nn.conv2d")] == ["NHWC"] * 2
 
 
 def test_channels_last_global_pool_is_vectorised_along_channels():
