@@ -30,7 +30,7 @@ from tvm import relax
 from tvm.relax.dpl import is_op, rewrite_call, wildcard
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from ..ir_utils import with_functions
+from ..ir_utils import non_primitive_functions, with_functions
 from ..registration import register_pass
 
 DESIRED_LAYOUTS = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
@@ -76,9 +76,8 @@ def _calls(mod: tvm.IRModule, op: tvm.ir.Op) -> list:
         if isinstance(expr, relax.Call) and expr.op.same_as(op):
             found.append(expr)
 
-    for _, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(func, visit)
+    for _, func in non_primitive_functions(mod):
+        relax.analysis.post_order_visit(func, visit)
     return found
 
 
@@ -86,10 +85,9 @@ def _boundary_transposes(mod: tvm.IRModule) -> int:
     """One transpose per input and per output of each Relax function: where the network enters
     NHWC and where it leaves it (for its outputs, or for the head's reshape)."""
     count = 0
-    for _, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            outputs = func.ty.ret
-            count += len(func.params) + (len(outputs.fields) if isinstance(outputs, relax.TupleType) else 1)
+    for _, func in non_primitive_functions(mod):
+        outputs = func.ty.ret
+        count += len(func.params) + (len(outputs.fields) if isinstance(outputs, relax.TupleType) else 1)
     return count
 
 
@@ -111,14 +109,12 @@ def _clip_as_min_max(mod: tvm.IRModule) -> tvm.IRModule:
         lo, hi = (relax.const(float(b.value), dtype) for b in bounds)
         return relax.op.minimum(relax.op.maximum(matched[data], lo), hi)
 
-    return with_functions(mod, {gvar: rewrite_call(pattern, rewrite, func) for gvar, func in mod.functions_items()
-                                if isinstance(func, relax.Function)})
+    return with_functions(mod, {gvar: rewrite_call(pattern, rewrite, func) for gvar, func in non_primitive_functions(mod)})
 
 
 def _fold_constant_layouts(mod: tvm.IRModule) -> tvm.IRModule:
     folder = _ConstantLayoutFolder(mod)
-    return with_functions(mod, {gvar: folder.visit_expr(func) for gvar, func in mod.functions_items()
-                                if isinstance(func, relax.Function)})
+    return with_functions(mod, {gvar: folder.visit_expr(func) for gvar, func in non_primitive_functions(mod)})
 
 
 @mutator

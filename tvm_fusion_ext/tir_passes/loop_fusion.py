@@ -623,11 +623,6 @@ def vectorize_innermost(sch: s_tir.Schedule, rv, lanes: int) -> None:
         if iv.iter_type != 0 and uses_any(value, [loop.loop_var]):
             vectorize_column_reduction(sch, rv, lanes)
             return
-    if len(sch.get_child_blocks(loops[-1])) > 1:
-        # Another block was computed at this loop (a concat's copy into a local element): TVM's
-        # VectorizeLoop widens neither its compacted buffer nor its loops, and the lanes
-        # overwrite each other's element (wrong results, found by scripts/fuzz.py --seed 7034).
-        return
     extent = int(loop.extent)
     width = vector_factor(extent, lanes)
     if (width is None or width % lanes) and len(loops) > 1 and _rows_contiguous(sch, rv, loops[-2:]):

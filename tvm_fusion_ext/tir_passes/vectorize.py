@@ -26,7 +26,14 @@ def vectorize_loop(sch: s_tir.Schedule, loop, extent: int, lanes: int):
     ``lanes`` whose last one is predicated; the outer loop carries :data:`PARTITION_HINT`, so
     :func:`peel_vector_tails` peels that last vector off and the others run unpredicated (ViT's
     197 tokens: 24 vectors of 8 and a scalar tail of 5).
+
+    A loop that holds another block besides the one it is vectorised for (a concat's copy into a
+    local element, computed at the consumer's innermost loop) is left serial: TVM's
+    ``VectorizeLoop`` widens neither that block's compacted buffer nor its loops, and the lanes
+    overwrite each other's element.
     """
+    if len(sch.get_child_blocks(loop)) > 1:
+        return None
     width = vector_factor(extent, lanes)
     if width is not None:
         if width == extent:
@@ -202,9 +209,9 @@ def vectorize_column_reduction(sch: s_tir.Schedule, block, lanes: int) -> bool:
     A global pool of a channels-last map (``sum over h, w of x[0, h, w, c]``) has its reduced
     loops innermost, walking the input with a stride of a whole row of channels, while the
     channel axis is contiguous in the input and the output. The channel loop is moved inside the
-    reduction loops (``reorder``), the initialisation taken out before them
-    (``decompose_reduction``), and both vectorised: each step adds a vector of channels to a
-    vector of partial sums, with no cross-lane combination. Applies when the loop just outside
+    reduction loops (``reorder``) and vectorised, the initialisation staying in the block (it runs
+    at the first reduction step): each step adds a vector of channels to a vector of partial
+    sums, with no cross-lane combination. Applies when the loop just outside
     the block's innermost reduction loops is bound to one spatial variable that every access
     using it indexes whole in its last dimension, and no read has a reduced variable there.
     Returns whether it applied; otherwise the schedule is unchanged."""
@@ -225,13 +232,13 @@ def vectorize_column_reduction(sch: s_tir.Schedule, block, lanes: int) -> bool:
     if not indexes_trailing([*realize.block.reads, *realize.block.writes], [bound[position][0].var], [int(extent)]) \
             or any(region.region and uses_any(region.region[-1].min, reduced_vars) for region in realize.block.reads):
         return False
-    if not try_primitive(_vectorize_column, sch.copy(), block, loops, position, lanes):
+    if not try_primitive(_vectorize_column, sch.copy(), loops, position, lanes):
         return False
-    _vectorize_column(sch, block, loops, position, lanes)
+    _vectorize_column(sch, loops, position, lanes)
     return True
 
 
-def _vectorize_column(sch: s_tir.Schedule, block, loops: list, position: int, lanes: int) -> None:
+def _vectorize_column(sch: s_tir.Schedule, loops: list, position: int, lanes: int) -> None:
     column = loops[position]
     sch.reorder(*loops[position + 1:], column)
     vectorize_loop(sch, column, int(sch.get(column).extent), lanes)
