@@ -21,6 +21,8 @@ op's overall type.
 from __future__ import annotations
 
 import enum
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +62,10 @@ class PrimitiveType(enum.Enum):
         return self in (PrimitiveType.TRANSPOSE, PrimitiveType.MATMUL, PrimitiveType.CONV,
                         PrimitiveType.OPAQUE, PrimitiveType.RESHAPE, PrimitiveType.DATA_MOVEMENT)
 
+
+CLASSIFIED_MEMO_SIZE = 2048  # PrimFunc types :func:`classify_prim_func` remembers
+_CLASSIFIED: OrderedDict = OrderedDict()  # structural hash -> (PrimFunc, OpClassification)
+_CLASSIFIED_LOCK = threading.Lock()
 
 # Which block type names a compound op: the first one present in this order wins.
 _COMPOUND_PRIORITY = (PrimitiveType.CONV, PrimitiveType.MATMUL, PrimitiveType.OPAQUE,
@@ -258,8 +264,25 @@ def classify_prim_func(func: tirx.PrimFunc) -> OpClassification:
     """Type of every block of ``func`` and of the op as a whole (section 3.2: compound ops).
 
     A compound op is named by its dominant block: conv / matmul first, then other opaque blocks,
-    transposes, reductions, broadcasts and element-wise blocks, in that order.
+    transposes, reductions, broadcasts and element-wise blocks, in that order. The result (plain
+    data) is remembered per structure: a model's repeated layers share their PrimFuncs' types, and
+    every graph view of a module asks again.
     """
+    key = tvm_ffi.structural_hash(func)
+    with _CLASSIFIED_LOCK:
+        hit = _CLASSIFIED.get(key)
+        if hit is not None and tvm_ffi.structural_equal(hit[0], func):
+            _CLASSIFIED.move_to_end(key)
+            return hit[1]
+    classification = _classify(func)
+    with _CLASSIFIED_LOCK:
+        _CLASSIFIED[key] = (func, classification)
+        if len(_CLASSIFIED) > CLASSIFIED_MEMO_SIZE:
+            _CLASSIFIED.popitem(last=False)
+    return classification
+
+
+def _classify(func: tirx.PrimFunc) -> OpClassification:
     blocks = tuple(classify_block(b) for b in prim_func_blocks(func))
     if not blocks:
         return OpClassification(PrimitiveType.OPAQUE, (), 0)

@@ -12,10 +12,11 @@ would take an attention op together with an op the attention kernel cannot hold 
 before ``Q``), which would leave the attention to the other rules.
 
 An attention group is found from its two contractions: for a pair of contraction nodes (``Q·Kᵀ``
-and ``P·V``, pattern ``OUT_EWISE_FUSABLE``) with a path between them, the ``core`` is the nodes on
-those paths (at most :data:`MAX_CORE_NODES`, one of them a softmax: ``exp`` and a ``max`` reduction; the
-match is tried on no other pair, so conv chains cost a graph walk). The group (``members``) is the core with the ops
-that only feed it - first every element-wise and injective one, else the injective ones only
+and ``P·V``, matmuls of pattern ``OUT_EWISE_FUSABLE``) with a path between them, the ``core`` is the nodes on
+those paths (at most :data:`MAX_CORE_NODES`, one of them a softmax: ``exp`` and a ``max``
+reduction, and no third matmul or conv; the match is tried on no other pair, so conv chains cost a
+graph walk, and is remembered per kernel structure). The group (``members``) is the core with the
+ops that only feed it - first every element-wise and injective one, else the injective ones only
 (reshapes, transposes, slices: index changes the match inlines into the loads of ``Q``, ``K``,
 ``V``), else none - and with the chain of injective ops after it (the output's reshape and
 transpose, which the match allows) or without, the first of these whose fused kernel the
@@ -24,7 +25,9 @@ attention rule schedules.
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import tvm
@@ -34,6 +37,7 @@ from tvm.s_tir import dlight as dl
 from tvm.s_tir.stmt import SBlock
 
 from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
+from ..analysis.primitive_types import PrimitiveType
 from ..hardware import CPUSpec, spec_for_target
 from ..tir_passes.cpu_attention import CPUAttention
 from ..tir_passes.flash_attention import FlashAttention
@@ -47,7 +51,11 @@ MAX_CORE_NODES = 12
 ELEMENT_WISE_OR_INDEX = frozenset({OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPattern.INJECTIVE})
 INDEX_ONLY = frozenset({OpPattern.INJECTIVE})
 
+MEMO_SIZE = 512  # kernels whose verdict :func:`schedules_whole` remembers (least recently used dropped)
+
 _FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SCHEDULES_WHOLE: OrderedDict = OrderedDict()  # (hash, rule, target) -> (kernel, verdict)
+_MEMO_LOCK = threading.Lock()
 _SOFTMAX: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # PrimFunc -> (calls exp, reduces by max)
 _EXP_OP = tvm.ir.Op.get("tirx.exp")
 
@@ -81,15 +89,17 @@ def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGrou
     rule = attention_rule(target)
     if rule is None:
         return []
-    contractions = [n.index for n in graph.nodes
-                    if n.kind is NodeKind.CALL_TIR and n.pattern == OpPattern.OUT_EWISE_FUSABLE]
+    products = {n.index for n in graph.nodes if n.ptype in (PrimitiveType.MATMUL, PrimitiveType.CONV)}
+    contractions = [n.index for n in graph.nodes if n.kind is NodeKind.CALL_TIR
+                    and n.pattern == OpPattern.OUT_EWISE_FUSABLE and n.index in products]
     reaching = {b: _reaching(graph, b) for b in contractions}
     groups = []
     for a in contractions:
         below = graph.reachable_from([a])
         for b in contractions:
             core = below & reaching[b]
-            if b == a or b not in below or len(core) > MAX_CORE_NODES or not _holds_softmax(graph, core):
+            if (b == a or b not in below or len(core) > MAX_CORE_NODES or not _holds_softmax(graph, core)
+                    or core & products - {a, b}):
                 continue
             tail = _output_chain(graph, b)
             for members in (core | feeding | after
@@ -97,10 +107,27 @@ def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGrou
                                             _feeding(graph, core, INDEX_ONLY), set())
                             for after in (tail, set())):
                 kernel = fused_kernel(graph, members)
-                if kernel is not None and rule.apply(kernel, target, False) is not None:
+                if kernel is not None and schedules_whole(rule, kernel, target):
                     groups.append(AttentionGroup(frozenset(core), frozenset(members)))
                     break
     return groups
+
+
+def schedules_whole(rule: dl.ScheduleRule, kernel: tirx.PrimFunc, target: tvm.target.Target) -> bool:
+    """Whether ``rule`` schedules ``kernel``, remembered per structure (a model's repeated layers
+    ask about structurally equal kernels, as do the graphs of a model compiled again)."""
+    key = (tvm_ffi.structural_hash(kernel), type(rule).__name__, str(target))
+    with _MEMO_LOCK:  # NeoFlow's dynamic runtime partitions from a background thread too
+        hit = _SCHEDULES_WHOLE.get(key)
+        if hit is not None and tvm_ffi.structural_equal(hit[0], kernel):
+            _SCHEDULES_WHOLE.move_to_end(key)
+            return hit[1]
+    verdict = rule.apply(kernel, target, False) is not None
+    with _MEMO_LOCK:
+        _SCHEDULES_WHOLE[key] = (kernel, verdict)
+        if len(_SCHEDULES_WHOLE) > MEMO_SIZE:
+            _SCHEDULES_WHOLE.popitem(last=False)
+    return verdict
 
 
 def _softmax_traits(func) -> tuple[bool, bool]:

@@ -18,7 +18,8 @@ The strategy, phase by phase:
   (saved for the backward pass), :func:`~tvm_fusion_ext.partitioners.neoflow.recompute_decisions`
   weighs recomputing it in those kernels against keeping it, by the same reward; chosen
   recomputations are copies of the producing binding placed before each consumer, and the greedy
-  fusion then runs on the rewritten block;
+  fusion then runs on the rewritten block (a block without recomputation keeps the groups of the
+  first search, :class:`BlockPartitions`);
 * MindSpore execution-order scheduling of the fused kernels
   (:class:`~.schedule_execution_order.ScheduleExecutionOrder`).
 """
@@ -28,7 +29,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from ..analysis.graph import build_graphs
+from ..analysis.graph import DataflowGraph, build_graphs
 from ..cost import ProfitabilityCheck, profitability_for
 from ..hardware.device_costs import DeviceCosts, load_or_measure
 from ..ir_utils import VarRemapper, non_primitive_functions
@@ -74,24 +75,26 @@ class NeoFlowFusion:
         costs = self.costs or load_or_measure(target)
         model = RewardModel(costs)
         profit = (self.profitability or profitability_for(target)) if self.cost_check else None
+        partitioner = BlockPartitions(GreedyRewardPartitioner(model, self.max_group_size, _gain(profit),
+                                                              _whole(profit)))
         if self.recompute:
-            mod = self._apply_recompute(mod, model, profit)
-        partitioner = GreedyRewardPartitioner(model, self.max_group_size, _gain(profit), _whole(profit))
+            mod = self._apply_recompute(mod, model, partitioner)
+        partitioner.used.clear()
         out = MaterializePartition(partitioner)(mod)
-        self.merges.extend(partitioner.merges)
-        self.rejected.extend(partitioner.rejected)
+        for key in partitioner.used:
+            _, merges, rejected = partitioner.found[key]
+            self.merges.extend(merges)
+            self.rejected.extend(rejected)
         return out
 
     def _apply_recompute(self, mod: tvm.IRModule, model: RewardModel,
-                         profit: ProfitabilityCheck | None) -> tvm.IRModule:
+                         partitioner: BlockPartitions) -> tvm.IRModule:
         mod = mod.clone()
         for gvar, func in non_primitive_functions(mod):
             blocks = list(func.body.blocks) if isinstance(func.body, relax.SeqExpr) else []
             changed = False
             for graph in build_graphs(mod, gvar.name_hint):
-                groups = GreedyRewardPartitioner(model, self.max_group_size, _gain(profit),
-                                                 _whole(profit))(graph)
-                decisions = recompute_decisions(graph, groups, model)
+                decisions = recompute_decisions(graph, partitioner(graph), model)
                 if decisions:
                     blocks[graph.block_index] = _with_copies(graph, decisions)
                     self.recomputed.extend(graph.nodes[d.producer].name for d in decisions)
@@ -103,6 +106,29 @@ class NeoFlowFusion:
                 mod[gvar] = relax.analysis.remove_all_unused(
                     relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs))
         return mod
+
+
+class BlockPartitions:
+    """The greedy partitioner, run once per dataflow block: the recomputation phase partitions
+    every block, and a block it leaves as it was (the same bindings, the same block outputs) is
+    given the same groups again when the partition is materialised, instead of a second search.
+    ``found`` maps a block to ``(groups, merges, rejected)``; ``used`` lists the blocks asked for
+    since it was last cleared."""
+
+    def __init__(self, partitioner: GreedyRewardPartitioner):
+        self.partitioner = partitioner
+        self.found: dict[tuple, tuple[list[list[int]], list, list]] = {}
+        self.used: list[tuple] = []
+
+    def __call__(self, graph: DataflowGraph) -> list[list[int]]:
+        key = (tuple(binding.var for binding in graph.bindings),
+               tuple(node.is_block_output for node in graph.nodes))
+        if key not in self.found:
+            merged, rejected = len(self.partitioner.merges), len(self.partitioner.rejected)
+            groups = self.partitioner(graph)
+            self.found[key] = (groups, self.partitioner.merges[merged:], self.partitioner.rejected[rejected:])
+        self.used.append(key)
+        return [list(group) for group in self.found[key][0]]
 
 
 def _gain(profit: ProfitabilityCheck | None):
