@@ -4,6 +4,7 @@ depthwise convs), timed in turns within one process.
 
     .venv/bin/python scripts/bench_channels_last.py --models mobilenet_v2,efficientnet_b0 --fusion stock
     .venv/bin/python scripts/bench_channels_last.py --models resnet18,densenet121 --force
+    .venv/bin/python scripts/bench_channels_last.py --models mobilenet_v2.onnx   # a model file
 
 The ``nchw`` variant compiles with the CPU backend's graph passes minus ``ChannelsLast``; the
 ``nhwc`` variant with them, and with ``--force`` converts every model (also those ``ChannelsLast``
@@ -58,7 +59,7 @@ def main(argv=None) -> None:
 
     for spec in args.models.split(","):
         name, extra = parse_model_spec(spec)
-        workload = load_workload(name, ["batch=1", *extra])
+        workload = load_workload(name, None if os.path.isfile(name) else ["batch=1", *extra])
         runs, notes = {}, {}
         for variant, graph_passes in (("nchw", without_layout), ("nhwc", with_layout)):
             CPUBackend.graph_passes = graph_passes

@@ -28,12 +28,12 @@ sys.path.insert(0, ROOT)
 CALIBRATION_FILES = ("device_costs.json", "kernel_costs.json")
 
 _CHILD = """
-import json, sys, time
+import json, os, sys, time
 sys.path.insert(0, {root!r})
 from tvm_fusion_ext.driver.build import build
 from tvm_fusion_ext.driver.evaluation import load_workload, parse_model_spec, parse_target
 name, extra = parse_model_spec({model!r})
-mod = load_workload(name, ["batch=1", *extra]).mod
+mod = load_workload(name, None if os.path.isfile(name) else ["batch=1", *extra]).mod
 start = time.perf_counter()
 build(mod, {fusion!r}, parse_target("llvm"), "untuned", {cost_check!r})
 print(json.dumps(time.perf_counter() - start))

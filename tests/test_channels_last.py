@@ -3,6 +3,7 @@ left as they are with a reason; and the channels-last global pool it creates, ve
 channels (tir_passes/vectorize.py: vectorize_column_reduction)."""
 
 import numpy as np
+import pytest
 import tvm
 from tvm import relax
 
@@ -107,3 +108,67 @@ def test_channels_last_global_pool_is_vectorised_along_channels():
     out = tvm.runtime.empty((1, 1, 1, 480), "float32")
     lib["main"](tvm.runtime.tensor(data), out)
     np.testing.assert_allclose(out.numpy(), data.mean(axis=(1, 2), keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def _onnx_separable_block() -> tvm.IRModule:
+    """The separable block as an ONNX graph (opset 13: ``Clip`` takes its bounds as inputs),
+    imported by TVM's ONNX frontend, which lowers ``Clip`` to ``call_tir`` of max / min."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tvm_fusion_ext.zoo.frontends import relax_from_onnx
+
+    def init(name, *shape):
+        return numpy_helper.from_array(RNG.uniform(-0.5, 0.5, shape).astype("float32"), name)
+
+    low, high = (numpy_helper.from_array(np.array(v, "float32"), n) for n, v in (("low", 0.0), ("high", 6.0)))
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
+        helper.make_node("Clip", ["c1", "low", "high"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], group=16, strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["c2", "low", "high"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "w3"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "separable", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        [init("w1", 16, 8, 1, 1), init("b1", 16), init("w2", 16, 1, 3, 3), init("w3", 16, 10), low, high])
+    return relax_from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+
+
+def test_onnx_clip_is_carried_in_nhwc():
+    """TVM's ONNX frontend emits ``Clip`` as ``call_tir`` of ``topi.maximum`` / ``minimum`` with
+    ``where(isnan(bound))`` bounds: the pass turns them back into Relax ops, so the network runs
+    in NHWC with a transpose only at its boundary, and computes the same."""
+    mod = _onnx_separable_block()
+    layout = ChannelsLast()
+    converted = layout(mod)
+    assert layout.reason == "" and relax.analysis.check_well_formed(converted)
+    assert [c.attrs.data_layout for c in _calls(converted, "relax.nn.conv2d")] == ["NHWC"] * 2
+    assert len(_calls(converted, "relax.maximum")) == 2 and len(_calls(converted, "relax.minimum")) == 2
+    assert len(_calls(converted, "relax.permute_dims")) == 2
+    x = RNG.uniform(-1, 1, (1, 8, 16, 16)).astype("float32")
+    target = tvm.target.Target("llvm")
+    expected = run(build(mod, "none", target, policy="unscheduled"), [x])
+    assert max_rel_error(run(build(mod, "stock", target), [x]), expected) < 1e-5
+
+
+def test_a_call_tir_that_is_not_topi_maximum_is_left_alone():
+    """Only a callee structurally equal to ``emit_te(topi.maximum / minimum)`` becomes a Relax op:
+    ``topi.add`` with a constant scalar keeps its ``call_tir``."""
+    from tvm import topi
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 4, 8, 8), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, _const(4, 1, 3, 3), padding=1, groups=4))
+            y = bb.emit_te(topi.add, y, relax.const(np.float32(1.5)))
+            y = bb.emit_te(topi.maximum, y, relax.const(np.float32(0.0)))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    converted = ChannelsLast(force=True)(bb.get())  # the add has no layout rule: forced through
+    assert len(_calls(converted, "relax.maximum")) == 1
+    assert len(_calls(converted, "relax.call_tir")) == 1  # the add, in NCHW between transposes

@@ -13,7 +13,12 @@ simplification rewrites a graph into an equal, cheaper one before fusion in the 
 The pass, on high-level Relax before legalisation:
 
 1. rewrites ``clip(x, lo, hi)`` (ReLU6) as ``minimum(maximum(x, lo), hi)``: Relax's
-   ``ConvertLayout`` has no layout rule for ``clip`` and would transpose back to NCHW around it;
+   ``ConvertLayout`` has no layout rule for ``clip`` and would transpose back to NCHW around it.
+   TVM's ONNX frontend (``Clip`` in ``python/tvm/relax/frontend/onnx/onnx_frontend.py``) emits
+   ``Clip`` already lowered, as ``call_tir`` of ``topi.maximum`` / ``topi.minimum`` with bounds
+   ``where(isnan(bound), -inf / inf, bound)``; the bounds are folded with NumPy and a ``call_tir``
+   whose PrimFunc is structurally the one ``emit_te(topi.maximum / minimum, x, scalar)`` makes
+   becomes the Relax op again, which ``ConvertLayout`` carries in NHWC;
 2. runs TVM's ``relax.transform.ConvertLayout`` with NHWC / HWIO for ``relax.nn.conv2d``: it
    carries NHWC through element-wise ops, pools and reductions and transposes back where an op
    has no layout rule (a reshape, the model's outputs);
@@ -26,7 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
-from tvm import relax
+import tvm_ffi
+from tvm import relax, topi
 from tvm.relax.dpl import is_op, rewrite_call, wildcard
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
@@ -37,6 +43,9 @@ DESIRED_LAYOUTS = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
 _PERMUTE_DIMS = tvm.ir.Op.get("relax.permute_dims")
 _RESHAPE = tvm.ir.Op.get("relax.reshape")
 _CONV2D = tvm.ir.Op.get("relax.nn.conv2d")
+_CALL_TIR = tvm.ir.Op.get("relax.call_tir")
+_ISNAN = tvm.ir.Op.get("relax.isnan")
+_WHERE = tvm.ir.Op.get("relax.where")
 
 
 @register_pass
@@ -58,7 +67,8 @@ class ChannelsLast:
         if not (self.force and convs) and not any(_is_depthwise(call) for call in convs):
             self.reason = "no depthwise conv2d (dense convs vectorise as well in NCHW)"
             return mod
-        converted = _clip_as_min_max(_fold_constant_layouts(relax.transform.Normalize()(mod)))
+        converted = _fold_constant_layouts(relax.transform.Normalize()(mod))
+        converted = _clip_as_min_max(_te_min_max_as_ops(converted))
         converted = _fold_constant_layouts(relax.transform.ConvertLayout(DESIRED_LAYOUTS)(converted))
         transposes = len(_calls(converted, _PERMUTE_DIMS))
         if transposes > _boundary_transposes(converted) and not self.force:
@@ -112,6 +122,52 @@ def _clip_as_min_max(mod: tvm.IRModule) -> tvm.IRModule:
     return with_functions(mod, {gvar: rewrite_call(pattern, rewrite, func) for gvar, func in non_primitive_functions(mod)})
 
 
+def _te_min_max_as_ops(mod: tvm.IRModule) -> tvm.IRModule:
+    """``call_tir`` of ``topi.maximum`` / ``topi.minimum`` with a constant scalar (the ONNX
+    frontend's ``Clip``) as ``relax.op.maximum`` / ``relax.op.minimum``."""
+    rewriter = _TEMinMaxAsOps(mod)
+    rewritten = {gvar: rewriter.visit_expr(func) for gvar, func in non_primitive_functions(mod)}
+    if not rewriter.rewritten:
+        return mod
+    return relax.transform.DeadCodeElimination()(with_functions(mod, rewritten))
+
+
+@mutator
+class _TEMinMaxAsOps(PyExprMutator):
+    """See :func:`_te_min_max_as_ops`. A callee counts as ``topi.maximum`` (``minimum``) only when
+    it is structurally equal to what ``BlockBuilder.emit_te`` makes of that function for the same
+    argument types, so any other PrimFunc is left alone."""
+
+    OPS = ((topi.maximum, relax.op.maximum), (topi.minimum, relax.op.minimum))
+
+    def __init__(self, mod: tvm.IRModule):
+        super().__init__(mod)
+        self.mod = mod
+        self.rewritten = 0
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if not call.op.same_as(_CALL_TIR) or not isinstance(call.args[1], relax.Tuple) or len(call.args[1].fields) != 2:
+            return call
+        data, bound = call.args[1].fields
+        value = self.lookup_binding(bound) if isinstance(bound, relax.Var) else bound
+        if not isinstance(value, tvm.ir.Constant) or value.value.numpy().ndim != 0:
+            return call
+        callee = self.mod[call.args[0]]
+        for te_op, relax_op in self.OPS:
+            if tvm_ffi.structural_equal(callee, _emit_te_func(te_op, data.ty, bound.ty)):
+                self.rewritten += 1
+                return relax_op(data, value)
+        return call
+
+
+def _emit_te_func(te_op, *types) -> tvm.tirx.PrimFunc:
+    """The PrimFunc ``BlockBuilder.emit_te(te_op, *args)`` makes for arguments of ``types``."""
+    bb = relax.BlockBuilder()
+    bb.call_te(te_op, *[relax.Var(f"arg{i}", ty) for i, ty in enumerate(types)])
+    return next(func for func in bb.get().functions.values() if isinstance(func, tvm.tirx.PrimFunc))
+
+
 def _fold_constant_layouts(mod: tvm.IRModule) -> tvm.IRModule:
     folder = _ConstantLayoutFolder(mod)
     return with_functions(mod, {gvar: folder.visit_expr(func) for gvar, func in non_primitive_functions(mod)})
@@ -120,16 +176,20 @@ def _fold_constant_layouts(mod: tvm.IRModule) -> tvm.IRModule:
 @mutator
 class _ConstantLayoutFolder(PyExprMutator):
     """Replaces ``permute_dims(constant)`` and ``reshape(constant, static shape)`` (a conv's bias
-    reshaped to ``[1, C, 1, 1]``, which ``ConvertLayout`` could not convert) by their values."""
+    reshaped to ``[1, C, 1, 1]``, which ``ConvertLayout`` could not convert) by their values, and
+    the ONNX ``Clip`` bounds' ``where(isnan(c), inf, c)`` of constants."""
 
     def visit_call_(self, call):
         call = super().visit_call_(call)
-        data = call.args[0] if call.args else None
-        if isinstance(data, relax.Var):
-            data = self.lookup_binding(data)
-        if not isinstance(data, tvm.ir.Constant):
+        args = [self.lookup_binding(a) if isinstance(a, relax.Var) else a for a in call.args]
+        if not args or not isinstance(args[0], tvm.ir.Constant):
             return call
-        value = data.value.numpy()
+        if call.op.same_as(_ISNAN):
+            return relax.const(np.isnan(args[0].value.numpy()))
+        if call.op.same_as(_WHERE) and all(isinstance(a, tvm.ir.Constant) for a in args):
+            condition, yes, no = (a.value.numpy() for a in args)
+            return relax.const(np.where(condition, yes, no).astype(str(call.ty.dtype)))
+        value = args[0].value.numpy()
         if call.op.same_as(_PERMUTE_DIMS) and call.attrs.axes is not None:
             return relax.const(np.ascontiguousarray(value.transpose([int(axis) for axis in call.attrs.axes])))
         shape = getattr(call.ty, "shape", None)
