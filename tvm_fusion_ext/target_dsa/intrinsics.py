@@ -109,21 +109,29 @@ def tensorize_contractions(sch: s_tir.Schedule, spec: DSASpec) -> s_tir.Schedule
 
 
 def tensorize_func(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
-    """:func:`tensorize_contractions` over a whole PrimFunc, one fresh schedule per GEMM block
+    """:func:`tensorize_contractions` over a whole PrimFunc without trial copies
     (``Schedule.copy`` fails after a ``tensorize`` in functions holding several; block names
-    must be unique). The GEMM blocks are found in one walk first: a schedule of a stitched
-    sub-graph kernel is costly to create, so only GEMM blocks get one."""
+    must be unique). The GEMM blocks are found in one walk first, and one schedule serves the
+    blocks in turn: a schedule of a stitched sub-graph kernel is costly to create (its cost grows
+    with the function), so a new one is made only after an attempt that failed once it had
+    started splitting loops, from the function as the last success left it."""
     shape = spec.matrix_shape
     if shape is None:
         return func
     realizes = []
     tvm_ffi.structural_walk(func.body, [(s_tir.SBlockRealize, realizes.append)])
+    sch = None
     for name in [r.block.name_hint for r in realizes if _gemm_roles_of(r) is not None]:
-        sch = s_tir.Schedule(func)
+        sch = sch or s_tir.Schedule(func)
         rv = sch.get_sblock(name)
         roles = _gemm_roles(sch, rv)
-        if roles is not None and _tensorize_one(sch, rv, roles, shape):
+        inner = None if roles is None else _role_loops(sch, rv, roles, shape)
+        if inner is None:
+            continue
+        if _tensorize_loops(sch, rv, inner, shape):
             func = sch.mod["main"]
+        else:
+            sch = None
     return func
 
 
@@ -170,18 +178,31 @@ def _gemm_roles_of(realize):
 
 def _tensorize_one(sch, rv, roles, shape) -> bool:
     """Split the innermost loop of each role by the MME shape and tensorize."""
+    inner = _role_loops(sch, rv, roles, shape)
+    return inner is not None and _tensorize_loops(sch, rv, inner, shape)
+
+
+def _role_loops(sch, rv, roles, shape) -> dict | None:
+    """The innermost loop of each role (``i``, ``j``, ``k``), when each extent is a multiple of
+    the MME shape; ``None`` otherwise. Changes nothing."""
     loops = sch.get_loops(rv)
     by_var = {sch.get(lp).loop_var.name: lp for lp in loops}
     inner = {}
     for role, size in zip("ijk", shape):
         candidates = [by_var[v] for v in roles[role] if v in by_var]
         if not candidates:
-            return False
+            return None
         loop = candidates[-1]
         extent = int(sch.get(loop).extent)
         if extent % size:
-            return False
+            return None
         inner[role] = loop
+    return inner
+
+
+def _tensorize_loops(sch, rv, inner, shape) -> bool:
+    """Split ``inner`` (:func:`_role_loops`) by the MME shape and tensorize; on ``False`` the
+    schedule may hold the splits made before the failure."""
     try:
         parts = {}
         for role, size in zip("ijk", shape):
