@@ -129,3 +129,26 @@ def test_neoflow_compiles_bert_as_the_unfused_module_computes_it():
     inputs = [np.asarray(x) for x in zoo.load(BERT[0], dict(BERT[1])).numpy_inputs()]
     expected = run(build(mod, "none", "llvm", "unscheduled"), inputs)
     assert_allclose_by_dtype(run(executable, inputs), expected, context="neoflow")
+
+
+def test_attention_groups_match_each_kernel_structure_once(monkeypatch):
+    """The search for attention groups (``cost/attention_groups.py``) tries the rule only on pairs
+    of matmuls with a softmax and no third matmul between them, and once per kernel structure:
+    BERT's identical layers cost one match of the attention kernel, and each layer gets its group."""
+    pytest.importorskip("torch")
+    from tvm_fusion_ext.analysis.graph import build_graphs
+    from tvm_fusion_ext.cost import attention_groups as search
+    from tvm_fusion_ext.pipelines import preprocess_passes
+
+    matched = []
+    apply = CPUAttention.apply
+    monkeypatch.setattr(CPUAttention, "apply", lambda self, func, target, tunable:
+                        matched.append(tvm_ffi.structural_hash(func)) or apply(self, func, target, tunable))
+    monkeypatch.setattr(search, "_SCHEDULES_WHOLE", type(search._SCHEDULES_WHOLE)())
+    mod = zoo.load("bert_base", {"seq": 32, "layers": 3}).relax("torch")
+    with TARGET:
+        mod = tvm.transform.Sequential(preprocess_passes())(mod)
+    (graph,) = build_graphs(mod)
+    groups = search.attention_groups(graph, TARGET)
+    assert len(groups) == 3 and len({len(g.members) for g in groups}) == 1
+    assert len(matched) == len(set(matched)) <= 6  # one pair per layer, at most six member sets each

@@ -53,3 +53,26 @@ def test_coupled_tensor_recomputed_in_backward():
     assert kernel_traffic(fused).boundary_bytes < kernel_traffic(kept).boundary_bytes
     # the forward matmul and the weight-gradient matmul never share a kernel (Many + Many)
     assert all(not ({"lv1", "w_adjoint"} <= set(names)) for _, names in with_recompute.merges)
+
+
+def test_each_block_is_searched_once_unless_recomputation_rewrites_it(monkeypatch):
+    """The recomputation phase's greedy search is reused for a block it leaves as it was (MLP
+    inference: nothing to recompute), and the block it rewrites (LLTM's training step) is
+    searched again; the merges reported are those of the searches the partition came from."""
+    from tvm_fusion_ext.partitioners.neoflow import GreedyRewardPartitioner
+
+    searches = []
+    search = GreedyRewardPartitioner.__call__
+    monkeypatch.setattr(GreedyRewardPartitioner, "__call__",
+                        lambda self, graph: searches.append(graph) or search(self, graph))
+    with tvm.target.Target("llvm"):
+        inference = tvm.transform.Sequential(preprocess_passes())(mlp_loss().loss_module)
+        reused, alone = NeoFlowFusion(COSTS, cost_check=False), NeoFlowFusion(COSTS, recompute=False, cost_check=False)
+        tvm.ir.assert_structural_equal(reused(inference), alone(inference))
+        assert len(searches) == 2 and reused.merges == alone.merges and reused.recomputed == []
+        searches.clear()
+        problem = lltm_loss(batch=32, input_features=128, state_size=256)
+        step = tvm.transform.Sequential(preprocess_passes())(training_step(problem.loss_module, 4, learning_rate=0.01))
+        rewritten = NeoFlowFusion(COSTS, cost_check=False)
+        rewritten(step)
+    assert rewritten.recomputed == ["lv"] and len(searches) == 2
