@@ -32,6 +32,8 @@ from tvm.script import tirx as T
 
 from .analysis import SPATIAL, analyze_blocks
 
+_EXP = tvm.ir.Op.get("tirx.exp")
+
 FLOAT32_LOWEST = -3.4028234663852886e38
 
 
@@ -103,9 +105,16 @@ class AttentionPattern:
 
 
 def match_attention(func: tirx.PrimFunc) -> AttentionPattern | None:
-    """The :class:`AttentionPattern` of ``func``, or ``None`` if it is not exactly attention."""
+    """The :class:`AttentionPattern` of ``func``, or ``None`` if it is not exactly attention. A
+    function without an ``exp`` call (every kernel but a softmax's) is refused after one walk of
+    its body, before a schedule of it is made: every CPU kernel is offered to the attention rule
+    first."""
     if not isinstance(func, tirx.PrimFunc) or not all(
             isinstance(p.ty, tirx.BufferType) and p.ty.dtype == "float32" for p in func.params):
+        return None
+    calls = []
+    tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, lambda call: calls.append(call.op))], order="pre")
+    if not any(op.same_as(_EXP) for op in calls):
         return None
     try:
         sch = s_tir.Schedule(func)
