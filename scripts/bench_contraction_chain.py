@@ -3,6 +3,7 @@
 
     .venv/bin/python scripts/bench_contraction_chain.py                 # every shape below
     .venv/bin/python scripts/bench_contraction_chain.py --only dw --threads 2
+    .venv/bin/python scripts/bench_contraction_chain.py --only dw --layout NHWC  # as ChannelsLast leaves them
 
 For each shape, in one process: the chain compiled with ``main`` as one group (the kernel
 ``tir_passes.contraction_chain`` schedules, or whichever rule takes it) and with TVM's ``FuseOps``
@@ -36,13 +37,14 @@ from tvm_fusion_ext.testing.chains import chain_kernel, chain_pipeline, dw_pw_mo
 from tvm_fusion_ext.tir_passes import DefaultSchedule
 
 SHAPES = {
-    "dw 56x56x144 -> 24": lambda: dw_pw_module(144, 56, 24),
-    "dw 28x28x192 -> 32": lambda: dw_pw_module(192, 28, 32),
-    "dw 14x14x384 -> 64": lambda: dw_pw_module(384, 14, 64),
-    "dw 7x7x960 -> 160": lambda: dw_pw_module(960, 7, 160),
-    "mlp 64x32 -> 128": lambda: mlp_module(64, 32),
-    "mlp BERT-base 128x768 -> 3072": lambda: mlp_module(128, 768),
-    "mlp ViT-Ti 197x192 -> 768": lambda: mlp_module(197, 192),
+    "dw 112x112x32 -> 16": lambda layout: dw_pw_module(32, 112, 16, layout=layout),
+    "dw 56x56x144 -> 24": lambda layout: dw_pw_module(144, 56, 24, layout=layout),
+    "dw 28x28x192 -> 32": lambda layout: dw_pw_module(192, 28, 32, layout=layout),
+    "dw 14x14x384 -> 64": lambda layout: dw_pw_module(384, 14, 64, layout=layout),
+    "dw 7x7x960 -> 160": lambda layout: dw_pw_module(960, 7, 160, layout=layout),
+    "mlp 64x32 -> 128": lambda _: mlp_module(64, 32),
+    "mlp BERT-base 128x768 -> 3072": lambda _: mlp_module(128, 768),
+    "mlp ViT-Ti 197x192 -> 768": lambda _: mlp_module(197, 192),
 }
 
 
@@ -58,6 +60,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default="", help="run the shapes whose name contains this")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--target", default="llvm")
+    parser.add_argument("--layout", default="NCHW", choices=("NCHW", "NHWC"),
+                        help="layout of the depthwise-pointwise shapes")
     parser.add_argument("--seconds", type=float, default=0.5, help="timed seconds per variant and shape")
     args = parser.parse_args(argv)
     threads = configure_threads(args.threads)
@@ -67,7 +71,7 @@ def main(argv=None) -> int:
     for name, build in SHAPES.items():
         if args.only not in name:
             continue
-        mod = build()
+        mod = build(args.layout)
         inputs = [tvm.runtime.tensor(x) for x in random_inputs(mod["main"])]
         vms = {}
         for label, fused in (("parts", False), ("chain", True)):

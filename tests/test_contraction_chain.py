@@ -76,8 +76,19 @@ def test_dw_pw_intermediate_is_a_block_of_image_rows():
     assert any(shape[1] == 32 and shape[2] < 16 for shape, _ in allocations.values()), allocations
 
 
-@pytest.mark.parametrize("mod", [mlp_module(64, 32), dw_pw_module(32, 16, 24), dw_pw_module(32, 7, 32)],
-                         ids=["mlp", "dw_pw", "dw_pw_7x7_residual"])
+def test_nhwc_dw_pw_intermediate_is_a_block_of_image_rows():
+    """The same chain in NHWC (as ``ChannelsLast`` leaves MobileNet): the depthwise output is a
+    tile of a few image rows of all 32 channels."""
+    func = _chain_schedule(dw_pw_module(32, 16, 24, layout="NHWC"))
+    allocations = lowered_allocations(func)
+    assert all(scope == "local" for _, scope in allocations.values()), allocations
+    assert all(np.prod(shape) < 32 * 16 * 16 for shape, _ in allocations.values()), allocations
+    assert any(len(shape) == 4 and shape[1] < 16 and shape[3] == 32 for shape, _ in allocations.values()), allocations
+
+
+@pytest.mark.parametrize("mod", [mlp_module(64, 32), dw_pw_module(32, 16, 24), dw_pw_module(32, 7, 32),
+                                 dw_pw_module(32, 16, 24, layout="NHWC"), dw_pw_module(32, 7, 32, layout="NHWC")],
+                         ids=["mlp", "dw_pw", "dw_pw_7x7_residual", "dw_pw_nhwc", "dw_pw_7x7_residual_nhwc"])
 def test_chain_kernels_compute_what_the_unfused_module_computes(mod):
     stats = DefaultSchedule(TARGET, SPEC)
     stats(tvm.IRModule({"main": chain_kernel(mod, TARGET)}))

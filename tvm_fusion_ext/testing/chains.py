@@ -43,21 +43,32 @@ def mlp_module(tokens: int, hidden: int, ratio: int = 4, seed: int = 0) -> tvm.I
     return bb.get()
 
 
-def dw_pw_module(channels: int, image: int, out_channels: int, seed: int = 0) -> tvm.IRModule:
+def dw_pw_module(channels: int, image: int, out_channels: int, seed: int = 0, layout: str = "NCHW") -> tvm.IRModule:
     """``conv1x1(relu6(dwconv3x3(x) + b1)) + b2`` (``+ x`` when ``out_channels == channels``)
-    for ``x`` of ``1 x channels x image x image`` (NCHW)."""
+    for ``x`` of ``1 x channels x image x image`` (``layout`` NCHW, OIHW weights) or of
+    ``1 x image x image x channels`` (NHWC, HWIO weights, as ``ChannelsLast`` leaves a network)."""
     rng = np.random.default_rng(seed)
-    x = relax.Var("x", relax.TensorType((1, channels, image, image), "float32"))
+    nhwc = layout == "NHWC"
+
+    def per_channel(count):
+        return (1, 1, 1, count) if nhwc else (1, count, 1, 1)
+
+    def conv(data, out, group_in, window, **attrs):
+        shape = (window, window, group_in, out) if nhwc else (out, group_in, window, window)
+        weight = _const(rng, shape, (group_in * window * window) ** -0.5 if window == 1 else 1 / 3)
+        return relax.op.nn.conv2d(data, weight, data_layout=layout, kernel_layout="HWIO" if nhwc else "OIHW",
+                                  **attrs)
+
+    x = relax.Var("x", relax.TensorType((1, image, image, channels) if nhwc else (1, channels, image, image),
+                                        "float32"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
-            dw = bb.emit(relax.op.nn.conv2d(x, _const(rng, (channels, 1, 3, 3), 1 / 3), padding=1,
-                                            groups=channels))
-            dw = bb.emit(relax.op.add(dw, _const(rng, (1, channels, 1, 1))))
+            dw = bb.emit(conv(x, channels, 1, 3, padding=1, groups=channels))
+            dw = bb.emit(relax.op.add(dw, _const(rng, per_channel(channels))))
             act = bb.emit(relax.op.clip(dw, 0.0, 6.0))
-            pw = bb.emit(relax.op.nn.conv2d(act, _const(rng, (out_channels, channels, 1, 1),
-                                                         channels ** -0.5)))
-            out = relax.op.add(pw, _const(rng, (1, out_channels, 1, 1)))
+            pw = bb.emit(conv(act, out_channels, channels, 1))
+            out = relax.op.add(pw, _const(rng, per_channel(out_channels)))
             if out_channels == channels:
                 out = relax.op.add(bb.emit(out), x)
             out = bb.emit_output(out)
