@@ -25,7 +25,8 @@ producer into its consumer's tile:
    consumers under the loop read: the block's rows, plus a conv's halo), so the intermediate becomes a ``[block, full width]`` tile with ``local`` scope that lowering
    (``CompactBufferAllocation``) shrinks; the producer then gets its own register tile inside the
    block (a depthwise conv: vectors along the output row, the 3x3 window unrolled), or, without
-   one, its output row innermost and vectorised, and the epilogue runs per producer tile;
+   one, its output row (or, NHWC, a block of channels) innermost and vectorised, and the
+   epilogue runs per producer tile;
 4. the block loop is parallel.
 
 Weights stay layout-free and are packed once, at compile time, as the single-anchor schedule packs
@@ -148,6 +149,8 @@ class ContractionChain(SpecScheduleRule):
                 reverse_compute_at_covering(sch, epilogue, producer_loops.tile)
         else:
             producer_reduce = _vectorize_rows(sch, producer_in_block, lanes)
+            if epilogue and producer_reduce is not None:  # on the accumulators, after the window
+                reverse_compute_at_covering(sch, epilogue, _loop_above(sch, chain.producer, producer_reduce))
         if spec.num_cores > 1:
             sch.parallel(loops.block)
         for name in [*moved, *consumers]:
@@ -351,11 +354,22 @@ def _one_loop_per_variable(sch: s_tir.Schedule, name: str, info: BlockInfo) -> b
         int(sch.get(loop).extent) == extent for loop, extent in zip(loops, info.extents))
 
 
+def _loop_above(sch: s_tir.Schedule, name: str, loop):
+    """The loop of block ``name`` directly around ``loop``."""
+    loops = sch.get_loops(sch.get_sblock(name))
+    position = next(i for i, rv in enumerate(loops) if sch.get(rv).same_as(sch.get(loop)))
+    return loops[position - 1]
+
+
 def _vectorize_rows(sch: s_tir.Schedule, info: BlockInfo, lanes: int):
-    """A producer without a register tile (an output row no vector divides, e.g. 7 or 14
-    columns): its output row loop goes innermost, below the reduction window, and is vectorised;
-    a small window is unrolled. Returns the outermost reduction loop, where the init is to be
-    separated once the block stops moving (``None``: nothing to separate)."""
+    """A producer without a register tile: an output row no vector divides (7 or 14 columns of
+    an NCHW depthwise conv) goes whole below the reduction window, vectorised; a wider axis that
+    whole vectors divide (the channels of an NHWC depthwise conv, where every operand is
+    contiguous and nothing is broadcast) is split into blocks of up to two vectors with the window
+    between the two loops, as :class:`.loop_fusion.AnchorLoopFusion` tiles such a conv alone: a
+    block's accumulators stay in registers for the whole window. A small window is unrolled.
+    Returns the outermost reduction loop, where the init is to be separated once the block stops
+    moving (``None``: nothing to separate)."""
     rv = sch.get_sblock(info.name)
     loops = sch.get_loops(rv)[1:]  # below the block loop
     vector = info.vector_position()
@@ -363,9 +377,16 @@ def _vectorize_rows(sch: s_tir.Schedule, info: BlockInfo, lanes: int):
     if vector is None or not reduce:
         vectorize_innermost(sch, rv, lanes)
         return None
-    sch.reorder(*reduce, loops[vector])
+    extent = info.extents[vector]
+    width = next((w for w in (2 * lanes, lanes) if extent % w == 0 and extent > w), None)
+    if width is None:
+        row, width = loops[vector], extent
+        sch.reorder(*reduce, row)
+    else:
+        outer, row = sch.split(loops[vector], [extent // width, width])
+        sch.reorder(outer, *reduce, row)
     if math.prod(info.extents[p] for p in info.reduce_positions) <= MAX_UNROLLED_WINDOW:
         for loop in reduce:
             sch.unroll(loop)
-    vectorize_loop(sch, loops[vector], info.extents[vector], lanes)
+    vectorize_loop(sch, row, width, lanes)
     return reduce[0]
