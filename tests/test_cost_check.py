@@ -293,28 +293,3 @@ def test_predictions_of_another_schedule_are_kept_apart(monkeypatch):
     assert cost_model.store_name(target, rates, "host") == before
     monkeypatch.setattr(cost_model, "schedule_fingerprint", lambda: "a changed schedule")
     assert cost_model.store_name(target, rates, "host") != before
-
-
-def test_neoflow_forms_a_depthwise_pointwise_chain_with_the_check():
-    """NHWC depthwise conv -> bias -> ReLU6 -> pointwise conv (``cost/chain_groups.py``): the check
-    finds the chain the contraction-chain rule takes whole and admits the merge Eq. (4) refuses
-    (it charges the pointwise conv with recomputing the depthwise one); the predicted time of
-    the chain kernel against its parts then decides, under the suite's rates for one kernel.
-    Without the check, Eq. (4) keeps the two convs apart."""
-    from tvm_fusion_ext.cost.chain_groups import chain_groups
-    from tvm_fusion_ext.testing.chains import dw_pw_module
-    from tvm_fusion_ext.tir_passes import DefaultSchedule
-
-    mod = dw_pw_module(32, 56, 16, layout="NHWC")
-    with TARGET:
-        pre = tvm.transform.Sequential(preprocess_passes())(mod)
-        (graph,) = build_graphs(pre)
-        (chain,) = chain_groups(graph, TARGET)
-        assert sorted(graph.nodes[n].ptype.value for n in chain).count("conv") == 2
-        assert ProfitabilityCheck(TARGET).takes_whole(graph, [[min(chain)], [max(chain)]])
-        fused = fusion_pipeline("neoflow", TARGET, cost_check=True)(mod)
-        schedule = DefaultSchedule(TARGET)
-        schedule(fused)
-    assert verify.count_kernels(fused) == 1 and schedule.stats["ContractionChain"] == 1, dict(schedule.stats)
-    assert _kernels(mod, "neoflow", cost_check=False) == 2
-    verify.assert_same_as_unfused(mod, "neoflow")

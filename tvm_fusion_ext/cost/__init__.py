@@ -8,7 +8,6 @@
   backend's rule chain schedules it;
 * :mod:`.group_kernel` - the kernel a group of the dataflow graph becomes;
 * :mod:`.attention_groups` - the groups whose kernel is exactly attention;
-* :mod:`.chain_groups` - the conv -> element-wise -> conv groups the chain rule takes whole;
 * :mod:`.profitability` - :class:`ProfitabilityCheck`, a group's kernel against its parts.
 """
 

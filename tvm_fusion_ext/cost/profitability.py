@@ -35,7 +35,6 @@ from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
 from ..hardware.device_costs import cache_dir, host_key
 from .attention_groups import attention_groups
 from .calibration import load_or_calibrate
-from .chain_groups import chain_groups
 from .gpu_model import GPUKernelModel
 from .group_kernel import fused_kernel
 from .model import KernelCostModel, Rates, store_name
@@ -158,11 +157,10 @@ class ProfitabilityCheck:
                        sum(self.group_seconds(graph, p) for p in parts))
 
     def takes_whole(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
-        """Whether merging ``parts`` stays inside a group the target's attention rule or
-        contraction-chain rule takes whole (the group itself included)."""
+        """Whether merging ``parts`` stays inside a group the target's attention rule takes whole
+        (the group itself included)."""
         union = frozenset().union(*map(frozenset, parts))
-        return any(union <= group.members for group in attention_groups(graph, self.target)) \
-            or any(union <= chain for chain in chain_groups(graph, self.target))
+        return any(union <= group.members for group in attention_groups(graph, self.target))
 
     def accepts(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
         return self.verdict(graph, parts).profitable
