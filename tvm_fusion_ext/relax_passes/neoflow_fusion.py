@@ -121,8 +121,7 @@ class BlockPartitions:
         self.used: list[tuple] = []
 
     def __call__(self, graph: DataflowGraph) -> list[list[int]]:
-        key = (tuple(binding.var for binding in graph.bindings),
-               tuple(node.is_block_output for node in graph.nodes))
+        key = (tuple(graph.bindings), tuple(node.is_block_output for node in graph.nodes))
         if key not in self.found:
             merged, rejected = len(self.partitioner.merges), len(self.partitioner.rejected)
             groups = self.partitioner(graph)
