@@ -16,6 +16,7 @@ from tvm import relax, s_tir, tirx
 from tvm_fusion_ext import zoo
 from tvm_fusion_ext.driver.build import build_with_phases
 from tvm_fusion_ext.driver.evaluation import parse_target
+from tvm_fusion_ext.ir_utils import StructuralMemo
 from tvm_fusion_ext.testing.verify import assert_allclose_by_dtype, build, run
 from tvm_fusion_ext.tir_passes import CPUAttention, VectorExp, match_attention
 
@@ -144,7 +145,7 @@ def test_attention_groups_match_each_kernel_structure_once(monkeypatch):
     apply = CPUAttention.apply
     monkeypatch.setattr(CPUAttention, "apply", lambda self, func, target, tunable:
                         matched.append(tvm_ffi.structural_hash(func)) or apply(self, func, target, tunable))
-    monkeypatch.setattr(search, "_SCHEDULES_WHOLE", type(search._SCHEDULES_WHOLE)())
+    monkeypatch.setattr(search, "_SCHEDULES_WHOLE", StructuralMemo(search.MEMO_SIZE))  # an empty memo
     mod = zoo.load("bert_base", {"seq": 32, "layers": 3}).relax("torch")
     with TARGET:
         mod = tvm.transform.Sequential(preprocess_passes())(mod)

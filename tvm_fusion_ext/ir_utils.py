@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import tvm
 import tvm_ffi
 from tvm import relax, tirx
@@ -75,3 +78,30 @@ def map_prim_func_calls(mod: tvm.IRModule, rewrite) -> tvm.IRModule:
             if not rewritten.same_as(func):
                 updates[gvar] = rewritten
     return with_functions(mod, updates)
+
+
+class StructuralMemo:
+    """Values remembered per IR structure, the ``size`` most recently used kept: a key is the
+    object's ``tvm_ffi.structural_hash`` with ``extra`` (a target, a rule), confirmed by
+    ``structural_equal`` (structurally equal functions compute the same, only names differ).
+    Thread-safe (NeoFlow's dynamic runtime compiles from a background thread too)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: OrderedDict = OrderedDict()  # key -> (object, value)
+        self._lock = threading.Lock()
+
+    def get(self, obj, compute, extra=()):
+        """The value remembered for ``obj`` (and ``extra``), else ``compute()`` remembered."""
+        key = (tvm_ffi.structural_hash(obj), extra)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and tvm_ffi.structural_equal(hit[0], obj):
+                self._entries.move_to_end(key)
+                return hit[1]
+        value = compute()
+        with self._lock:
+            self._entries[key] = (obj, value)
+            if len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value

@@ -21,14 +21,14 @@ op's overall type.
 from __future__ import annotations
 
 import enum
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
+
+from ..ir_utils import StructuralMemo
 
 
 class Relation(enum.Enum):
@@ -64,8 +64,7 @@ class PrimitiveType(enum.Enum):
 
 
 CLASSIFIED_MEMO_SIZE = 2048  # PrimFunc types :func:`classify_prim_func` remembers
-_CLASSIFIED: OrderedDict = OrderedDict()  # structural hash -> (PrimFunc, OpClassification)
-_CLASSIFIED_LOCK = threading.Lock()
+_CLASSIFIED = StructuralMemo(CLASSIFIED_MEMO_SIZE)
 
 # Which block type names a compound op: the first one present in this order wins.
 _COMPOUND_PRIORITY = (PrimitiveType.CONV, PrimitiveType.MATMUL, PrimitiveType.OPAQUE,
@@ -268,18 +267,7 @@ def classify_prim_func(func: tirx.PrimFunc) -> OpClassification:
     data) is remembered per structure: a model's repeated layers share their PrimFuncs' types, and
     every graph view of a module asks again.
     """
-    key = tvm_ffi.structural_hash(func)
-    with _CLASSIFIED_LOCK:
-        hit = _CLASSIFIED.get(key)
-        if hit is not None and tvm_ffi.structural_equal(hit[0], func):
-            _CLASSIFIED.move_to_end(key)
-            return hit[1]
-    classification = _classify(func)
-    with _CLASSIFIED_LOCK:
-        _CLASSIFIED[key] = (func, classification)
-        if len(_CLASSIFIED) > CLASSIFIED_MEMO_SIZE:
-            _CLASSIFIED.popitem(last=False)
-    return classification
+    return _CLASSIFIED.get(func, lambda: _classify(func))
 
 
 def _classify(func: tirx.PrimFunc) -> OpClassification:

@@ -25,9 +25,7 @@ attention rule schedules.
 
 from __future__ import annotations
 
-import threading
 import weakref
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import tvm
@@ -39,6 +37,7 @@ from tvm.s_tir.stmt import SBlock
 from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
 from ..analysis.primitive_types import PrimitiveType
 from ..hardware import CPUSpec, spec_for_target
+from ..ir_utils import StructuralMemo
 from ..tir_passes.cpu_attention import CPUAttention
 from ..tir_passes.flash_attention import FlashAttention
 from .group_kernel import fused_kernel
@@ -54,8 +53,7 @@ INDEX_ONLY = frozenset({OpPattern.INJECTIVE})
 MEMO_SIZE = 512  # kernels whose verdict :func:`schedules_whole` remembers (least recently used dropped)
 
 _FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_SCHEDULES_WHOLE: OrderedDict = OrderedDict()  # (hash, rule, target) -> (kernel, verdict)
-_MEMO_LOCK = threading.Lock()
+_SCHEDULES_WHOLE = StructuralMemo(MEMO_SIZE)  # kernel, rule, target -> whether the rule schedules it
 _SOFTMAX: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # PrimFunc -> (calls exp, reduces by max)
 _EXP_OP = tvm.ir.Op.get("tirx.exp")
 
@@ -116,18 +114,8 @@ def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGrou
 def schedules_whole(rule: dl.ScheduleRule, kernel: tirx.PrimFunc, target: tvm.target.Target) -> bool:
     """Whether ``rule`` schedules ``kernel``, remembered per structure (a model's repeated layers
     ask about structurally equal kernels, as do the graphs of a model compiled again)."""
-    key = (tvm_ffi.structural_hash(kernel), type(rule).__name__, str(target))
-    with _MEMO_LOCK:  # NeoFlow's dynamic runtime partitions from a background thread too
-        hit = _SCHEDULES_WHOLE.get(key)
-        if hit is not None and tvm_ffi.structural_equal(hit[0], kernel):
-            _SCHEDULES_WHOLE.move_to_end(key)
-            return hit[1]
-    verdict = rule.apply(kernel, target, False) is not None
-    with _MEMO_LOCK:
-        _SCHEDULES_WHOLE[key] = (kernel, verdict)
-        if len(_SCHEDULES_WHOLE) > MEMO_SIZE:
-            _SCHEDULES_WHOLE.popitem(last=False)
-    return verdict
+    return _SCHEDULES_WHOLE.get(kernel, lambda: rule.apply(kernel, target, False) is not None,
+                                (type(rule).__name__, str(target)))
 
 
 def _softmax_traits(func) -> tuple[bool, bool]:

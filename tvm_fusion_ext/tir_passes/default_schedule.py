@@ -28,15 +28,13 @@ compute the same function, so one's schedule is the other's (only names differ).
 from __future__ import annotations
 
 import logging
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 
 import tvm
-import tvm_ffi
 from tvm import tirx
 
 from ..hardware import CPUSpec, HardwareSpec, spec_for_target
-from ..ir_utils import SCHEDULED_ATTR, is_scheduled, with_functions
+from ..ir_utils import SCHEDULED_ATTR, StructuralMemo, is_scheduled, with_functions
 from ..registration import register_pass
 from .contraction_chain import ContractionChain
 from .cpu_attention import CPUAttention
@@ -46,8 +44,7 @@ from .plain_schedule import PlainSchedule
 UNSCHEDULED = "unscheduled"
 MEMO_SIZE = 1024  # default-rule results remembered (least recently used dropped first)
 _LOG = logging.getLogger(__name__)
-_MEMO: OrderedDict = OrderedDict()  # (hash, target, spec) -> (func, schedule or None, rule, remarks)
-_MEMO_LOCK = threading.Lock()
+_MEMO = StructuralMemo(MEMO_SIZE)  # function, target, spec -> (schedule or None, rule, remarks)
 
 
 @register_pass
@@ -124,18 +121,7 @@ def schedule_remarks(func: tirx.PrimFunc, target: tvm.target.Target) -> list[str
 
 def _default_applicable(func: tirx.PrimFunc, target, spec: HardwareSpec):
     """:func:`_first_applicable` over :func:`default_rules`, remembered (module docstring)."""
-    key = (tvm_ffi.structural_hash(func), str(target), spec)
-    with _MEMO_LOCK:  # NeoFlow's dynamic runtime schedules from a background thread too
-        hit = _MEMO.get(key)
-        if hit is not None and tvm_ffi.structural_equal(hit[0], func):
-            _MEMO.move_to_end(key)
-            return hit[1], hit[2], hit[3]
-    sch, rule_name, remarks = _first_applicable(func, target, default_rules(spec))
-    with _MEMO_LOCK:
-        _MEMO[key] = (func, sch, rule_name, remarks)
-        if len(_MEMO) > MEMO_SIZE:
-            _MEMO.popitem(last=False)
-    return sch, rule_name, remarks
+    return _MEMO.get(func, lambda: _first_applicable(func, target, default_rules(spec)), (str(target), spec))
 
 
 def _first_applicable(func: tirx.PrimFunc, target, rules):
