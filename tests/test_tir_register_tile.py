@@ -7,7 +7,7 @@ import tvm
 from tvm import relax, s_tir
 
 from tvm_fusion_ext.hardware import CPUSpec
-from tvm_fusion_ext.tir_passes.analysis import analyze_blocks, pick_anchor
+from tvm_fusion_ext.tir_passes.analysis import accesses, analyze_blocks, pick_anchor
 from tvm_fusion_ext.tir_passes.register_tile import WINDOW_HEADROOM, has_window, plan_register_tile
 
 AVX2 = CPUSpec("avx2", num_cores=2, vector_bytes=32, fast_memory_bytes=512 * 1024, vector_registers=16,
@@ -36,12 +36,16 @@ def _matmul(a, b):
 
 def test_bert_ffn_matmul_is_a_gotoblas_kernel():
     """128 x 3072 x 768: 4 x 3 vectors of the contiguous output column, K blocked to fit L1,
-    a tile of every row and 192 columns (the weight is streamed once)."""
-    plan = plan_register_tile(_matmul((128, 3072), (3072, 768)), AVX2)
+    a tile of every row and 192 columns (the weight is streamed once). The weight is packed at
+    compile time (``prepacked``), so its panel is contiguous."""
+    anchor = _matmul((128, 3072), (3072, 768))
+    plan = plan_register_tile(anchor, AVX2, prepacked=[anchor.operand_reads[1].source])
     assert (plan.vector, plan.vectors, plan.register, plan.rows) == (1, 3, 0, 4)
     assert plan.packed == () and not plan.transposed
     assert plan.reduce_block == {2: 128}
     assert plan.tile == {0: 128, 1: 192}
+    # read in place, each 96-byte row of a 24-column panel starts 32-byte aligned: 128 bytes of lines
+    assert plan_register_tile(anchor, AVX2).reduce_block == {2: 96}
 
 
 def test_nchw_conv_with_28_columns_vectorises_output_channels():
@@ -97,3 +101,27 @@ def test_register_budget_and_core_count_hold_for_every_plan():
             assert anchor.extents[pos] % size == 0 and size % plan.micro.get(pos, 1) == 0
             tiles *= anchor.extents[pos] // size
         assert tiles >= AVX2.num_cores
+
+
+def test_reduction_block_counts_the_cache_lines_of_a_short_nchw_row():
+    """A 1x1 conv over a 7 x 7 map (ResNet-50's last stage): each input channel is a 28-byte row
+    of its own cache line, so 256 channels take about 22 KiB of L1 (7 KiB of elements) besides
+    the 8 KiB weight panel; the block is 128 channels (16 KiB panel budget)."""
+    anchor = _conv((1, 2048, 7, 7), (512, 2048, 1, 1))
+    plan = plan_register_tile(anchor, AVX2)
+    assert anchor.loop_iters[plan.vector].var.name == "v_ff" and plan.transposed
+    assert plan.reduce_block == {4: 128, 5: 1, 6: 1}
+
+
+def test_line_bytes_of_aligned_and_unaligned_runs():
+    """Rows of 8 floats at 32-byte-aligned starts fill one line each; rows of 7 floats (28 bytes
+    at 4-byte alignment) span 88 bytes of lines on average; a contiguous panel is its bytes."""
+    conv = _conv((1, 256, 56, 56), (64, 256, 1, 1))
+    x, _, _ = accesses(conv)
+    # loop positions: n, ff, yy, xx, rc, ry, rx; one row of 8 columns for 16 channels
+    assert x.line_bytes([1, 1, 1, 8, 16, 1, 1]) == 16 * 64
+    small = _conv((1, 2048, 7, 7), (512, 2048, 1, 1))
+    x, w, _ = accesses(small)
+    assert x.line_bytes([1, 1, 1, 7, 16, 1, 1]) == 16 * 88
+    assert x.bytes([1, 1, 1, 7, 16, 1, 1]) == 16 * 28
+    assert w.line_bytes([1, 8, 1, 1, 2048, 1, 1]) == 8 * 2048 * 4  # whole rows, line-aligned

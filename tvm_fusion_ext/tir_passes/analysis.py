@@ -13,6 +13,7 @@ Scheduling (``loop_fusion``, ``plain_schedule``) is kept apart from analysis, as
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import tvm
@@ -21,6 +22,8 @@ from tvm import s_tir, sym, tirx
 
 from ..hardware import HardwareSpec
 
+# Bytes of one cache line (x86 and Arm cores alike).
+CACHE_LINE_BYTES = 64
 SPATIAL = 0
 REDUCE = 2
 
@@ -180,18 +183,40 @@ class Access:
     dims: tuple
     itemsize: int
 
+    def dim_extents(self, extents) -> list[int]:
+        """Per buffer dimension, the indices touched while every loop ``p`` runs over
+        ``extents[p]`` iterations."""
+        return [size if coeffs is None else
+                min(size, extent + sum(abs(c) * (e - 1) for c, e in zip(coeffs, extents)))
+                for size, extent, coeffs in self.dims]
+
     def elements(self, extents) -> int:
         """Elements touched while every loop ``p`` runs over ``extents[p]`` iterations."""
-        total = 1
-        for size, extent, coeffs in self.dims:
-            if coeffs is None:
-                total *= size
-                continue
-            total *= min(size, extent + sum(abs(c) * (e - 1) for c, e in zip(coeffs, extents)))
-        return total
+        return math.prod(self.dim_extents(extents))
 
     def bytes(self, extents) -> int:
         return self.elements(extents) * self.itemsize
+
+    def line_bytes(self, extents, line: int = CACHE_LINE_BYTES) -> float:
+        """Bytes of the cache lines :meth:`elements` occupy (expected over the alignments the
+        region's rows can have): the region is rows of one contiguous run each (the innermost
+        dimensions it covers whole, and the first it covers in part); a run of ``b`` bytes whose
+        start is a multiple of ``g`` bytes spans ``(b + line - g) / line`` lines on average. A
+        strided operand (an NCHW conv's input read along its channels, one short row per channel)
+        then costs its lines, not its elements."""
+        touched = self.dim_extents(extents)
+        sizes = [size for size, _, _ in self.dims]
+        run, split = 1, 0
+        for dim in range(len(sizes) - 1, -1, -1):
+            run *= touched[dim]
+            if touched[dim] < sizes[dim]:
+                split = dim
+                break
+        rows = math.prod(touched[:split])
+        run_bytes = run * self.itemsize
+        row_stride = math.prod(sizes[split:]) * self.itemsize
+        align = math.gcd(line, run_bytes, row_stride)
+        return rows * (run_bytes + line - align)
 
 
 def accesses(info: BlockInfo) -> list[Access]:

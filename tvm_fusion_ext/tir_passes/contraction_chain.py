@@ -43,6 +43,7 @@ memory). :class:`.loop_fusion.AnchorLoopFusion` then takes the function.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 import tvm_ffi
@@ -65,6 +66,7 @@ from .loop_fusion import (
     finish_contraction,
     inline_injective,
     intermediate_buffers,
+    layout_free_buffers,
     localize_intermediates,
     narrower_register_tile,
     pack_contraction,
@@ -118,13 +120,14 @@ class ContractionChain(SpecScheduleRule):
         by_name = {info.name: info for info in infos}
         anchor, producer = by_name[chain.anchor], by_name[chain.producer]
         lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
-        block = _choose_block(producer, chain.producer_axis, anchor, chain.anchor_axis, spec, lanes)
+        weights = layout_free_buffers(sch.mod["main"])
+        block = _choose_block(producer, chain.producer_axis, anchor, chain.anchor_axis, spec, lanes, weights)
         if isinstance(block, str):
             return self.decline(block)
         rows, anchor_plan = block
         producer_in_block = _restricted(producer, chain.producer_axis, rows)
-        producer_plan = plan_register_tile(producer_in_block, spec) or narrower_register_tile(
-            producer_in_block, spec, lanes)
+        producer_plan = plan_register_tile(producer_in_block, spec, prepacked=weights) or narrower_register_tile(
+            producer_in_block, spec, lanes, weights)
 
         anchor_packed = pack_contraction(sch, anchor, anchor_plan)
         producer_packed = pack_contraction(sch, producer_in_block, producer_plan) if producer_plan else None
@@ -309,8 +312,9 @@ def _bytes_using(info: BlockInfo, position: int, extents: list[int], using: bool
 
 
 def _choose_block(producer: BlockInfo, producer_axis: int, anchor: BlockInfo, anchor_axis: int,
-                  spec: HardwareSpec, lanes: int):
-    """``(rows, anchor register tile inside the block)``, or why no block fits (module docstring)."""
+                  spec: HardwareSpec, lanes: int, prepacked: Collection = ()):
+    """``(rows, anchor register tile inside the block)``, or why no block fits (module docstring);
+    ``prepacked`` as for :func:`~.register_tile.plan_register_tile`."""
     extent = anchor.extents[anchor_axis]
     weights = (_bytes_using(producer, producer_axis, producer.extents, False)
                + _bytes_using(anchor, anchor_axis, anchor.extents, False))
@@ -339,7 +343,8 @@ def _choose_block(producer: BlockInfo, producer_axis: int, anchor: BlockInfo, an
         return (f"each of {blocks} blocks would read the weights ({weights} bytes, more than the fast "
                 f"memory) again: more traffic than the intermediate ({intermediate} bytes) saves")
     in_block = _restricted(anchor, anchor_axis, rows)
-    plan = plan_register_tile(in_block, spec) or narrower_register_tile(in_block, spec, lanes)
+    plan = (plan_register_tile(in_block, spec, prepacked=prepacked)
+            or narrower_register_tile(in_block, spec, lanes, prepacked))
     if plan is None:
         return f"{anchor.name} has no register tile inside a block of {rows} rows"
     return rows, replace(plan, tile={**plan.tile, anchor_axis: rows})

@@ -39,6 +39,7 @@ moving blocks trusts those declarations; see ``default_schedule``.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 import tvm
 from tvm import s_tir, sym, tirx
@@ -100,7 +101,8 @@ class AnchorLoopFusion(SpecScheduleRule):
         anchor = infos[names.index(anchor_name)]
         producers, consumers = names[: names.index(anchor_name)], names[names.index(anchor_name) + 1:]
         lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
-        register_tile = plan_register_tile(anchor, spec) if anchor.is_contraction else None
+        weights = layout_free_buffers(sch.mod["main"])
+        register_tile = plan_register_tile(anchor, spec, prepacked=weights) if anchor.is_contraction else None
         if (anchor.is_contraction and _starved(register_tile, spec)
                 and _pad_spatial_to_lanes(sch, anchor, lanes)):
             infos, anchor_name = _analyze_padded(sch, anchor_name)
@@ -108,9 +110,9 @@ class AnchorLoopFusion(SpecScheduleRule):
             anchor = infos[names.index(anchor_name)]
             producers = names[: names.index(anchor_name)]
             consumers = names[names.index(anchor_name) + 1:]
-            register_tile = plan_register_tile(anchor, spec)
+            register_tile = plan_register_tile(anchor, spec, prepacked=weights)
         if register_tile is None and anchor.is_contraction:
-            register_tile = narrower_register_tile(anchor, spec, lanes)
+            register_tile = narrower_register_tile(anchor, spec, lanes, weights)
         write_back_points = {}  # micro-kernel loop -> the most iterations a consumer may run under it
         if register_tile is not None:
             loops = tile_contraction(sch, anchor, register_tile, lanes)
@@ -187,13 +189,14 @@ def _factor_row_reductions(sch: s_tir.Schedule, anchor: BlockInfo, producers: li
     return partials
 
 
-def narrower_register_tile(anchor: BlockInfo, spec: HardwareSpec, lanes: int) -> RegisterTile | None:
+def narrower_register_tile(anchor: BlockInfo, spec: HardwareSpec, lanes: int,
+                           prepacked: Collection = ()) -> RegisterTile | None:
     """A register tile on half-width (or narrower, down to :data:`_MIN_LANES`) vectors, for a
     contraction no full vector divides and padding cannot reshape (a depthwise conv over 56
     columns on AVX-512: 7 vectors of 8 lanes instead of an unrolled-nothing 28-wide loop)."""
     narrower = lanes // 2
     while narrower >= _MIN_LANES:
-        register_tile = plan_register_tile(anchor, spec, narrower)
+        register_tile = plan_register_tile(anchor, spec, narrower, prepacked)
         if register_tile is not None:
             return register_tile
         narrower //= 2

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
 from tvm import sym
@@ -89,10 +90,13 @@ class RegisterTile:
         return micro
 
 
-def plan_register_tile(info: BlockInfo, spec: HardwareSpec, lanes: int | None = None) -> RegisterTile | None:
+def plan_register_tile(info: BlockInfo, spec: HardwareSpec, lanes: int | None = None,
+                       prepacked: Collection = ()) -> RegisterTile | None:
     """The register tile of contraction ``info`` on ``spec``, or ``None`` when no spatial loop
     can be vectorised that way (no extent is a multiple of the lanes, or every operand uses it).
-    ``lanes`` defaults to the spec's full vector width for the output's dtype."""
+    ``lanes`` defaults to the spec's full vector width for the output's dtype; ``prepacked`` are
+    the operand buffers the schedule lays out at compile time (layout-free weights, see
+    ``loop_fusion.layout_free_buffers``), whose panels are contiguous."""
     lanes = lanes or spec.vector_lanes(str(info.block.writes[0].source.dtype))
     best = None
     for key, micro in _micro_kernels(info, lanes, spec):
@@ -102,7 +106,9 @@ def plan_register_tile(info: BlockInfo, spec: HardwareSpec, lanes: int | None = 
         return None
     micro = best[1]
     access = accesses(info)
-    reduce_block = _reduce_block(info, access, micro, spec.panel_bytes())
+    contiguous = {i for i, read in enumerate(info.operand_reads)
+                  if i in micro.packed or any(read.source.same_as(b) for b in prepacked)}
+    reduce_block = _reduce_block(info, access, micro, contiguous, spec.panel_bytes())
     tile = _spatial_tile(info, access, micro, reduce_block, spec)
     return replace(micro, reduce_block=reduce_block, tile=tile)
 
@@ -171,14 +177,25 @@ def _walk(region, var) -> str | None:
     return "packed" if index.same_as(var) else None
 
 
-def _reduce_block(info: BlockInfo, access: list[Access], micro: RegisterTile, budget: int) -> dict[int, int]:
+def _reduce_block(info: BlockInfo, access: list[Access], micro: RegisterTile, contiguous: set[int],
+                  budget: int) -> dict[int, int]:
     """Inner extent of each reduce loop: innermost loops whole while one micro-kernel's panels fit
-    ``budget``; the first loop that does not fit gets its largest fitting divisor, outer ones 1."""
+    ``budget``; the first loop that does not fit gets its largest fitting divisor, outer ones 1.
+    A panel counts the cache lines it occupies (:meth:`~.analysis.Access.line_bytes`): an NCHW
+    conv's input walked along its channels brings a line per channel for a short row of it (a
+    7 x 7 map: 28 bytes of every 64-byte line used), and a block sized by its elements alone
+    overflows L1. The ``contiguous`` operands (packed per tile or at compile time) count their
+    bytes."""
     extents = [micro.micro.get(p, 1) if p in info.spatial_positions else 1 for p in range(len(info.extents))]
+
+    def panels(extents) -> float:
+        return sum(a.bytes(extents) if i in contiguous else a.line_bytes(extents)
+                   for i, a in enumerate(access))
+
     block = {}
     for pos in reversed(info.reduce_positions):
         fitting = [d for d in divisors(info.extents[pos])
-                   if _bytes(access, [d if p == pos else e for p, e in enumerate(extents)]) <= budget]
+                   if panels([d if p == pos else e for p, e in enumerate(extents)]) <= budget]
         block[pos] = max(fitting, default=1)
         extents[pos] = block[pos]
         if block[pos] < info.extents[pos]:
