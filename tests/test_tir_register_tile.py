@@ -8,7 +8,12 @@ from tvm import relax, s_tir
 
 from tvm_fusion_ext.hardware import CPUSpec
 from tvm_fusion_ext.tir_passes.analysis import accesses, analyze_blocks, pick_anchor
-from tvm_fusion_ext.tir_passes.register_tile import WINDOW_HEADROOM, has_window, plan_register_tile
+from tvm_fusion_ext.tir_passes.register_tile import (
+    WINDOW_HEADROOM,
+    has_window,
+    plan_register_tile,
+    registers_needed,
+)
 
 AVX2 = CPUSpec("avx2", num_cores=2, vector_bytes=32, fast_memory_bytes=512 * 1024, vector_registers=16,
                l1_bytes=32 * 1024, l2_bytes=512 * 1024)
@@ -96,6 +101,7 @@ def test_register_budget_and_core_count_hold_for_every_plan():
         plan = plan_register_tile(anchor, AVX2)
         headroom = WINDOW_HEADROOM if has_window(anchor) else 0
         assert plan.rows * plan.vectors + plan.vectors + 1 + headroom <= AVX2.vector_registers
+        assert registers_needed(plan.rows, plan.vectors, headroom) <= AVX2.vector_registers
         tiles = 1
         for pos, size in plan.tile.items():
             assert anchor.extents[pos] % size == 0 and size % plan.micro.get(pos, 1) == 0
@@ -125,3 +131,23 @@ def test_line_bytes_of_aligned_and_unaligned_runs():
     assert x.line_bytes([1, 1, 1, 7, 16, 1, 1]) == 16 * 88
     assert x.bytes([1, 1, 1, 7, 16, 1, 1]) == 16 * 28
     assert w.line_bytes([1, 8, 1, 1, 2048, 1, 1]) == 8 * 2048 * 4  # whole rows, line-aligned
+
+
+def test_single_vector_micro_kernel_keeps_a_register_per_broadcast():
+    """With one streamed vector, LLVM loads every row's broadcast ahead of the FMAs: 8 rows x 1
+    vector needs 17 registers (it spilled an accumulator every other step), 7 x 1 needs 15;
+    with several vectors one broadcast register serves each row in turn."""
+    assert registers_needed(8, 1, 0) == 17 and registers_needed(7, 1, WINDOW_HEADROOM) == 15
+    assert registers_needed(4, 3, 0) == 16 and registers_needed(2, 4, WINDOW_HEADROOM) == 15
+
+
+def test_nchw_1x1_conv_over_56_columns_vectorises_output_channels():
+    """ResNet-50's 256 -> 64 1x1 conv at 56 x 56: along the columns, 8 rows x 1 vector do not fit
+    the registers and a whole 56-column row per step brings 4 input lines from L2 for 7 FMAs;
+    4 columns x 2 vectors of output channels stream the packed weight panel from L1 (reused
+    over the columns) and one input line per step."""
+    anchor = _conv((1, 256, 56, 56), (64, 256, 1, 1))
+    plan = plan_register_tile(anchor, AVX2, prepacked=[anchor.operand_reads[1].source])
+    assert (anchor.loop_iters[plan.vector].var.name, plan.vectors) == ("v_ff", 2)
+    assert (anchor.loop_iters[plan.register].var.name, plan.rows) == ("v_xx", 4)
+    assert plan.transposed

@@ -47,6 +47,8 @@ class HardwareSpec:
     fma_units: ClassVar[int] = 2
     load_units: ClassVar[int] = 2
     fma_latency: ClassVar[int] = 4
+    # Cycles to bring one 64-byte line from L2 into L1 (32 bytes per cycle on Zen and Skylake).
+    line_fill_cycles: ClassVar[float] = 2.0
 
     def vector_lanes(self, dtype: str) -> int:
         """Elements of ``dtype`` in one vector register (at least 1)."""

@@ -13,14 +13,16 @@ of the reduction (the GotoBLAS / BLIS design):
   accumulator is kept in a local buffer with that dimension last (``transposed``);
 * the **register loop** is a spatial loop that no streamed operand uses, so each streamed vector
   load is reused ``rows`` times (the ``i`` of a matmul, the output column ``x`` of an NCHW conv);
-* ``rows`` and ``vectors`` fit the register file (``rows * vectors`` accumulators + ``vectors``
-  operand registers + one broadcast register, + :data:`WINDOW_HEADROOM` when there is a
-  reduction window, <= ``spec.vector_registers``). Among the feasible
+* ``rows`` and ``vectors`` fit the register file (:func:`registers_needed`: ``rows * vectors``
+  accumulators + ``vectors`` operand registers + the broadcasts, + :data:`WINDOW_HEADROOM` when
+  there is a reduction window, <= ``spec.vector_registers``). Among the feasible
   micro-kernels (every vector loop, register loop, rows, vectors) the one with the least cycles
   per output element wins: each reduction step costs ``max(rows * vectors / fma_units, (rows +
-  vectors) / load_units, fma_latency)`` cycles for ``rows * vectors * lanes`` outputs, and a
-  transposed accumulator adds :data:`_TRANSPOSED_OUTPUT_CYCLES` per output (its strided epilogue),
-  which decides against it for short reductions (a 1x1 conv over 16 channels).
+  vectors) / load_units, fma_latency, lines * line_fill_cycles)`` cycles for ``rows * vectors *
+  lanes`` outputs, ``lines`` being the cache lines the step brings from L2
+  (:func:`_lines_per_step`), and a transposed accumulator adds
+  :data:`_TRANSPOSED_OUTPUT_CYCLES` per output (its strided epilogue), which decides against it
+  for short reductions (a 1x1 conv over 16 channels).
 
 Around the micro-kernel the loops are ``[spatial tiles (parallel)] [reduction blocks] [micro-
 kernels of one tile] [reduction within a block] [register loop] [vector loop]``:
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from tvm import sym
 
 from ..hardware import HardwareSpec
-from .analysis import Access, BlockInfo, accesses, divisors, is_const_one, uses_any
+from .analysis import CACHE_LINE_BYTES, Access, BlockInfo, accesses, divisors, is_const_one, uses_any
 
 # At most this many spatial tile shapes are scored; longer candidate lists are thinned.
 _MAX_TILE_SHAPES = 4096
@@ -99,24 +101,30 @@ def plan_register_tile(info: BlockInfo, spec: HardwareSpec, lanes: int | None = 
     ``loop_fusion.layout_free_buffers``), whose panels are contiguous."""
     lanes = lanes or spec.vector_lanes(str(info.block.writes[0].source.dtype))
     best = None
-    for key, micro in _micro_kernels(info, lanes, spec):
+    for key, micro in _micro_kernels(info, lanes, spec, prepacked):
         if best is None or key > best[0]:
             best = (key, micro)
     if best is None:
         return None
     micro = best[1]
     access = accesses(info)
-    contiguous = {i for i, read in enumerate(info.operand_reads)
-                  if i in micro.packed or any(read.source.same_as(b) for b in prepacked)}
-    reduce_block = _reduce_block(info, access, micro, contiguous, spec.panel_bytes())
+    reduce_block = _reduce_block(info, access, micro, _contiguous(info, micro.packed, prepacked),
+                                 spec.panel_bytes())
     tile = _spatial_tile(info, access, micro, reduce_block, spec)
     return replace(micro, reduce_block=reduce_block, tile=tile)
 
 
-def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec):
+def _contiguous(info: BlockInfo, packed: tuple[int, ...], prepacked: Collection) -> set[int]:
+    """Operands whose panels are contiguous: packed per tile, or laid out at compile time."""
+    return {i for i, read in enumerate(info.operand_reads)
+            if i in packed or any(read.source.same_as(b) for b in prepacked)}
+
+
+def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: Collection = ()):
     """``(key, RegisterTile without blocking)`` for every feasible micro-kernel; larger key is
     better: fewer cycles per output, then more accumulators, fewer packed operands, more rows."""
     operands = info.operand_reads
+    access = accesses(info)
     reduction = math.prod(info.extents[p] for p in info.reduce_positions)
     output = info.block.writes[0]
     headroom = WINDOW_HEADROOM if has_window(info) else 0
@@ -142,18 +150,54 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec):
             row_choices = divisors(info.extents[q]) if q is not None else [1]
             for vectors in divisors(extent // lanes):
                 for rows in row_choices:
-                    if rows * vectors + vectors + 1 + headroom > spec.vector_registers:
+                    if registers_needed(rows, vectors, headroom) > spec.vector_registers:
                         continue
-                    cost = reduction * _step_cycles(rows, vectors, spec) / (rows * vectors * lanes)
+                    micro = {v: vectors * lanes, **({q: rows} if q is not None else {})}
+                    lines = _lines_per_step(info, access, micro, _contiguous(info, packed, prepacked))
+                    cost = reduction * _step_cycles(rows, vectors, lines, spec) / (rows * vectors * lanes)
                     cost += _TRANSPOSED_OUTPUT_CYCLES if transposed else 0.0
                     key = (-round(cost, 9), rows * vectors, -len(packed), rows, -1 if q is None else q)
                     yield key, RegisterTile(v, lanes, vectors, q, rows, packed, transposed)
 
 
-def _step_cycles(rows: int, vectors: int, spec: HardwareSpec) -> float:
-    """Cycles of one reduction step of a ``rows x vectors`` micro-kernel: FMA throughput, load
-    throughput (``vectors`` streamed loads + ``rows`` broadcasts) or the FMA latency chain."""
-    return max(rows * vectors / spec.fma_units, (rows + vectors) / spec.load_units, spec.fma_latency)
+def registers_needed(rows: int, vectors: int, headroom: int) -> int:
+    """Vector registers a ``rows x vectors`` micro-kernel holds at once: its accumulators, the
+    ``vectors`` streamed operands of one reduction step, and either one broadcast register and the
+    window's ``headroom``, or, with a single streamed vector, one register per row: each broadcast
+    then feeds one FMA, and LLVM issues all of a step's broadcasts ahead of its FMAs (an 8 x 1
+    micro-kernel of a 1x1 conv over 56 columns spilled an accumulator every other step, at 37%
+    of the FMA peak; 4 x 2 along the output channels, 1.7x faster)."""
+    broadcasts = rows if vectors == 1 else 1
+    return rows * vectors + vectors + max(broadcasts, 1 + headroom)
+
+
+def _step_cycles(rows: int, vectors: int, lines: float, spec: HardwareSpec) -> float:
+    """Cycles of one reduction step of a ``rows x vectors`` micro-kernel that brings ``lines``
+    cache lines into L1: FMA throughput, load throughput (``vectors`` streamed loads + ``rows``
+    broadcasts), the FMA latency chain, or the line fills from L2."""
+    return max(rows * vectors / spec.fma_units, (rows + vectors) / spec.load_units, spec.fma_latency,
+               lines * spec.line_fill_cycles)
+
+
+def _lines_per_step(info: BlockInfo, access: list[Access], micro: dict[int, int], contiguous: set[int]) -> float:
+    """Cache lines the operands of one micro-kernel bring from L2 per step of the innermost
+    reduction loop (amortised over that loop): a contiguous walk (a matmul row, a packed panel)
+    brings its bytes, a strided one a line per step however little of it is used (an NCHW conv's
+    input, one row per channel: a 1 x 7-vector micro-kernel over 56 columns brings 4 lines per 7
+    FMAs). An operand the innermost loop over micro-kernels does not walk is read again by the
+    next micro-kernel and stays in L1 (the weight panel of a micro-kernel along the output
+    channels, reused over the columns): it brings nothing."""
+    inner = next((p for p in reversed(info.reduce_positions) if info.extents[p] > 1), None)
+    if inner is None:
+        return 0.0
+    across = next((p for p in reversed(info.spatial_positions) if info.extents[p] > micro.get(p, 1)), None)
+    walked = [across is None or _dims_using(read, info.loop_iters[across].var)
+              for read in info.operand_reads]
+    extents = [micro.get(p, 1) for p in range(len(info.extents))]
+    extents[inner] = info.extents[inner]
+    total = sum(a.bytes(extents) if i in contiguous else a.line_bytes(extents)
+                for i, a in enumerate(access[:len(info.operand_reads)]) if walked[i])
+    return total / info.extents[inner] / CACHE_LINE_BYTES
 
 
 def _dims_using(region, var) -> list[int]:
