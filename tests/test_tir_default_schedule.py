@@ -1,6 +1,7 @@
 """DefaultSchedule: dlight-style rule chain, fallback, is_scheduled, registration, end to end."""
 
 import numpy as np
+import pytest
 import tvm
 from tir_cases import fused, reductions
 from tvm import relax, s_tir
@@ -113,3 +114,23 @@ def test_structurally_equal_functions_are_scheduled_once(monkeypatch):
     tvm.ir.assert_structural_equal(out["first"], out["second"])
     alone = DefaultSchedule("llvm", spec, rules=[AnchorLoopFusion(spec)])(_module(first=copy))
     tvm.ir.assert_structural_equal(alone["first"], out["second"])
+
+
+def test_unchecked_primitives_restore_the_type_checks_after_the_last_scope():
+    """Inside the scope the primitives are the functions the type checker wraps (a wrong
+    argument then fails in C++ rather than in Python), nested scopes keep them so, and leaving
+    the outermost one, also by an exception, restores the checked primitives."""
+    from tvm import s_tir
+
+    from tvm_fusion_ext.tir_passes.unchecked import unchecked_primitives
+
+    checked = s_tir.Schedule.split
+    with pytest.raises(RuntimeError), unchecked_primitives():
+        assert s_tir.Schedule.split is checked.__wrapped__
+        with unchecked_primitives():
+            pass
+        assert s_tir.Schedule.split is checked.__wrapped__
+        raise RuntimeError
+    assert s_tir.Schedule.split is checked
+    with pytest.raises(TypeError, match="split"):
+        s_tir.Schedule(tvm.IRModule()).split("not a loop", [2])

@@ -40,6 +40,7 @@ from .contraction_chain import ContractionChain
 from .cpu_attention import CPUAttention
 from .loop_fusion import AnchorLoopFusion
 from .plain_schedule import PlainSchedule
+from .unchecked import unchecked_primitives
 
 UNSCHEDULED = "unscheduled"
 MEMO_SIZE = 1024  # default-rule results remembered (least recently used dropped first)
@@ -131,7 +132,8 @@ def _first_applicable(func: tirx.PrimFunc, target, rules):
     for rule in rules:
         name = type(rule).__name__
         try:
-            sch = rule.apply(func, target, False)
+            with unchecked_primitives():
+                sch = rule.apply(func, target, False)
         except Exception as err:  # noqa: BLE001 - any failure means "decline"; never fail a compile
             _LOG.debug("rule %s declined after an error", name, exc_info=True)
             remarks.append(f"{name}: raised {type(err).__name__}")
