@@ -7,7 +7,7 @@ import tvm
 from tvm import relax, s_tir
 
 from tvm_fusion_ext.hardware import CPUSpec
-from tvm_fusion_ext.tir_passes.analysis import accesses, analyze_blocks, pick_anchor
+from tvm_fusion_ext.tir_passes.analysis import analyze_blocks, pick_anchor
 from tvm_fusion_ext.tir_passes.register_tile import (
     WINDOW_HEADROOM,
     has_window,
@@ -123,11 +123,11 @@ def test_line_bytes_of_aligned_and_unaligned_runs():
     """Rows of 8 floats at 32-byte-aligned starts fill one line each; rows of 7 floats (28 bytes
     at 4-byte alignment) span 88 bytes of lines on average; a contiguous panel is its bytes."""
     conv = _conv((1, 256, 56, 56), (64, 256, 1, 1))
-    x, _, _ = accesses(conv)
+    x, _, _ = conv.accesses
     # loop positions: n, ff, yy, xx, rc, ry, rx; one row of 8 columns for 16 channels
     assert x.line_bytes([1, 1, 1, 8, 16, 1, 1]) == 16 * 64
     small = _conv((1, 2048, 7, 7), (512, 2048, 1, 1))
-    x, w, _ = accesses(small)
+    x, w, _ = small.accesses
     assert x.line_bytes([1, 1, 1, 7, 16, 1, 1]) == 16 * 88
     assert x.bytes([1, 1, 1, 7, 16, 1, 1]) == 16 * 28
     assert w.line_bytes([1, 8, 1, 1, 2048, 1, 1]) == 8 * 2048 * 4  # whole rows, line-aligned

@@ -13,8 +13,9 @@ Scheduling (``loop_fusion``, ``plain_schedule``) is kept apart from analysis, as
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tvm
 import tvm_ffi
@@ -58,6 +59,24 @@ class BlockInfo:
         operands = self.operand_reads
         return len(operands) >= 2 and all(
             any(uses_any(rg.min, reduce_vars) for rg in read.region) for read in operands)
+
+    @functools.cached_property
+    def accesses(self) -> tuple[Access, ...]:
+        """The :class:`Access` of every operand read (in :attr:`operand_reads` order) and of the
+        write, computed once per block."""
+        iters = [iv.var for iv in self.loop_iters]
+        out = []
+        for region in list(self.operand_reads) + list(self.block.writes):
+            dims = []
+            for dim, rg in enumerate(region.region):
+                size = int(region.source.shape[dim])
+                coeffs = sym.detect_linear_equation(rg.min, iters) if _is_int(rg.extent) else []
+                if len(coeffs) == 0:
+                    dims.append((size, None, None))
+                else:
+                    dims.append((size, int(rg.extent), tuple(int(c) for c in coeffs[:-1])))
+            out.append(Access(tuple(dims), tvm.runtime.DataType(str(region.source.dtype)).bits // 8))
+        return tuple(out)
 
     @property
     def operand_reads(self) -> list:
@@ -182,13 +201,19 @@ class Access:
 
     dims: tuple
     itemsize: int
+    # per dimension, ``(position, |coefficient|)`` of the loops its index uses (None: not affine)
+    terms: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "terms", tuple(
+            None if coeffs is None else tuple((p, abs(c)) for p, c in enumerate(coeffs) if c)
+            for _, _, coeffs in self.dims))
 
     def dim_extents(self, extents) -> list[int]:
         """Per buffer dimension, the indices touched while every loop ``p`` runs over
         ``extents[p]`` iterations."""
-        return [size if coeffs is None else
-                min(size, extent + sum(abs(c) * (e - 1) for c, e in zip(coeffs, extents)))
-                for size, extent, coeffs in self.dims]
+        return [size if terms is None else min(size, extent + sum(c * (extents[p] - 1) for p, c in terms))
+                for (size, extent, _), terms in zip(self.dims, self.terms)]
 
     def elements(self, extents) -> int:
         """Elements touched while every loop ``p`` runs over ``extents[p]`` iterations."""
@@ -219,28 +244,11 @@ class Access:
         return rows * (run_bytes + line - align)
 
 
-def accesses(info: BlockInfo) -> list[Access]:
-    """The :class:`Access` of every operand read and of the write of ``info``."""
-    iters = [iv.var for iv in info.loop_iters]
-    out = []
-    for region in list(info.operand_reads) + list(info.block.writes):
-        dims = []
-        for dim, rg in enumerate(region.region):
-            size = int(region.source.shape[dim])
-            coeffs = sym.detect_linear_equation(rg.min, iters) if _is_int(rg.extent) else []
-            if len(coeffs) == 0:
-                dims.append((size, None, None))
-            else:
-                dims.append((size, int(rg.extent), tuple(int(c) for c in coeffs[:-1])))
-        out.append(Access(tuple(dims), tvm.runtime.DataType(str(region.source.dtype)).bits // 8))
-    return out
-
-
 def tile_footprint(info: BlockInfo, tile: dict[int, int]) -> int:
     """Bytes touched by one tile of ``info``: ``tile`` maps loop position -> tile extent; loops
     not in it (reduce loops included) cover their whole extent. Non-affine indices count whole."""
     extents = [tile.get(p, e) for p, e in enumerate(info.extents)]
-    return sum(a.bytes(extents) for a in accesses(info))
+    return sum(a.bytes(extents) for a in info.accesses)
 
 
 # With this many tiles per core, a tile count that is no multiple of the cores costs little.

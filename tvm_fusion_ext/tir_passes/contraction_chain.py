@@ -53,7 +53,6 @@ from ..hardware import HardwareSpec
 from .analysis import (
     BALANCED_TILES,
     BlockInfo,
-    accesses,
     analyze_blocks,
     divisors,
     is_const_one,
@@ -307,7 +306,7 @@ def _bytes_using(info: BlockInfo, position: int, extents: list[int], using: bool
     """Bytes of the regions of ``info`` that use (``using``) or do not use loop ``position``."""
     var = info.loop_iters[position].var
     regions = [*info.operand_reads, *info.block.writes]
-    return sum(access.bytes(extents) for access, region in zip(accesses(info), regions)
+    return sum(access.bytes(extents) for access, region in zip(info.accesses, regions)
                if any(uses_any(rg.min, [var]) for rg in region.region) == using)
 
 
@@ -318,7 +317,7 @@ def _choose_block(producer: BlockInfo, producer_axis: int, anchor: BlockInfo, an
     extent = anchor.extents[anchor_axis]
     weights = (_bytes_using(producer, producer_axis, producer.extents, False)
                + _bytes_using(anchor, anchor_axis, anchor.extents, False))
-    intermediate = accesses(producer)[-1].bytes(producer.extents)  # the producer's output
+    intermediate = producer.accesses[-1].bytes(producer.extents)  # the producer's output
     fitting = []
     for rows in divisors(extent):
         blocks = extent // rows

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from tvm import sym
 
 from ..hardware import HardwareSpec
-from .analysis import CACHE_LINE_BYTES, Access, BlockInfo, accesses, divisors, is_const_one, uses_any
+from .analysis import CACHE_LINE_BYTES, Access, BlockInfo, divisors, is_const_one, uses_any
 
 # At most this many spatial tile shapes are scored; longer candidate lists are thinned.
 _MAX_TILE_SHAPES = 4096
@@ -107,7 +107,7 @@ def plan_register_tile(info: BlockInfo, spec: HardwareSpec, lanes: int | None = 
     if best is None:
         return None
     micro = best[1]
-    access = accesses(info)
+    access = info.accesses
     reduce_block = _reduce_block(info, access, micro, _contiguous(info, micro.packed, prepacked),
                                  spec.panel_bytes())
     tile = _spatial_tile(info, access, micro, reduce_block, spec)
@@ -124,7 +124,9 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
     """``(key, RegisterTile without blocking)`` for every feasible micro-kernel; larger key is
     better: fewer cycles per output, then more accumulators, fewer packed operands, more rows."""
     operands = info.operand_reads
-    access = accesses(info)
+    access = info.accesses
+    uses = {p: [bool(_dims_using(read, info.loop_iters[p].var)) for read in operands]
+            for p in info.spatial_positions}  # spatial loop -> which operands it walks
     reduction = math.prod(info.extents[p] for p in info.reduce_positions)
     output = info.block.writes[0]
     headroom = WINDOW_HEADROOM if has_window(info) else 0
@@ -133,7 +135,7 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
         if extent % lanes:
             continue
         var = info.loop_iters[v].var
-        streamed = [i for i, read in enumerate(operands) if _dims_using(read, var)]
+        streamed = [i for i in range(len(operands)) if uses[v][i]]
         if len(streamed) == len(operands):
             continue  # nothing to broadcast: no reuse across a register loop
         kinds = [_walk(operands[i], var) for i in streamed]
@@ -142,10 +144,11 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
             continue
         packed = tuple(i for i, kind in zip(streamed, kinds) if kind == "packed")
         transposed = out_kind == "packed"
+        contiguous = _contiguous(info, packed, prepacked)
         candidates = [None] + [
             q for q in info.spatial_positions
             if q != v and info.extents[q] > 1
-            and not any(_dims_using(operands[i], info.loop_iters[q].var) for i in streamed)]
+            and not any(uses[q][i] for i in streamed)]
         for q in candidates:
             row_choices = divisors(info.extents[q]) if q is not None else [1]
             for vectors in divisors(extent // lanes):
@@ -153,7 +156,7 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
                     if registers_needed(rows, vectors, headroom) > spec.vector_registers:
                         continue
                     micro = {v: vectors * lanes, **({q: rows} if q is not None else {})}
-                    lines = _lines_per_step(info, access, micro, _contiguous(info, packed, prepacked))
+                    lines = _lines_per_step(info, access, micro, contiguous, uses)
                     cost = reduction * _step_cycles(rows, vectors, lines, spec) / (rows * vectors * lanes)
                     cost += _TRANSPOSED_OUTPUT_CYCLES if transposed else 0.0
                     key = (-round(cost, 9), rows * vectors, -len(packed), rows, -1 if q is None else q)
@@ -179,20 +182,21 @@ def _step_cycles(rows: int, vectors: int, lines: float, spec: HardwareSpec) -> f
                lines * spec.line_fill_cycles)
 
 
-def _lines_per_step(info: BlockInfo, access: list[Access], micro: dict[int, int], contiguous: set[int]) -> float:
+def _lines_per_step(info: BlockInfo, access: list[Access], micro: dict[int, int], contiguous: set[int],
+                    uses: dict[int, list[bool]]) -> float:
     """Cache lines the operands of one micro-kernel bring from L2 per step of the innermost
     reduction loop (amortised over that loop): a contiguous walk (a matmul row, a packed panel)
     brings its bytes, a strided one a line per step however little of it is used (an NCHW conv's
     input, one row per channel: a 1 x 7-vector micro-kernel over 56 columns brings 4 lines per 7
     FMAs). An operand the innermost loop over micro-kernels does not walk is read again by the
     next micro-kernel and stays in L1 (the weight panel of a micro-kernel along the output
-    channels, reused over the columns): it brings nothing."""
+    channels, reused over the columns): it brings nothing. ``uses[p][i]``: whether spatial loop
+    ``p`` walks operand ``i``."""
     inner = next((p for p in reversed(info.reduce_positions) if info.extents[p] > 1), None)
     if inner is None:
         return 0.0
     across = next((p for p in reversed(info.spatial_positions) if info.extents[p] > micro.get(p, 1)), None)
-    walked = [across is None or _dims_using(read, info.loop_iters[across].var)
-              for read in info.operand_reads]
+    walked = [True] * len(info.operand_reads) if across is None else uses[across]
     extents = [micro.get(p, 1) for p in range(len(info.extents))]
     extents[inner] = info.extents[inner]
     total = sum(a.bytes(extents) if i in contiguous else a.line_bytes(extents)
