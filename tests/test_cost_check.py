@@ -106,8 +106,41 @@ def test_recomputing_prologue_is_predicted_slower_and_an_epilogue_faster():
 
     graph = _graph(MatmulBiasRelu)
     fusible = [n.index for n in graph.nodes if n.fusible]
+    fused, parts = check.group_seconds(graph, fusible), sum(check.group_seconds(graph, [n]) for n in fusible)
+    assert fused < parts, (fused, parts)
+    # a contraction with its element-wise epilogue is what FuseOps forms: the check abstains
     verdict = check.verdict(graph, [[n] for n in fusible])
-    assert verdict.profitable and verdict.gain_s > 0, verdict.describe()
+    assert verdict.profitable and verdict.fused_s is None, verdict.describe()
+
+
+def test_only_an_epilogue_in_place_goes_unpredicted():
+    """A contraction whose output a broadcast spreads over a larger tensor, or whose output a
+    slice moves across tiles, is no write-back epilogue: the check predicts those groups."""
+    @I.ir_module
+    class Spread:
+        @R.function
+        def main(x: R.Tensor((64, 256), "float32"), big: R.Tensor((64, 512), "float32")):
+            with R.dataflow():
+                y = R.matmul(x, R.const(W1[:, :1]))
+                z = R.multiply(y, big)
+                R.output(z)
+            return z
+
+    @I.ir_module
+    class Sliced:
+        @R.function
+        def main(x: R.Tensor((64, 256), "float32")):
+            with R.dataflow():
+                y = R.matmul(x, R.const(W1))
+                z = R.multiply(R.strided_slice(y, [1], [0], [256]), R.strided_slice(y, [1], [256], [512]))
+                R.output(z)
+            return z
+
+    check = profitability_for(TARGET)
+    for mod in (Spread, Sliced):
+        graph = _graph(mod)
+        fusible = [n.index for n in graph.nodes if n.fusible]
+        assert check.verdict(graph, [[n] for n in fusible]).fused_s is not None
 
 
 def test_the_check_is_for_cpu_and_cuda_targets():

@@ -99,6 +99,7 @@ class ProfitabilityCheck:
                 _MODELS[store] = KernelCostModel(target, rates, store)
             model = _MODELS[store]
         self.model = model
+        self.on_gpu = "cuda" in list(target.keys)
         self._hashes: dict = {}  # PrimFunc -> structural hash, for this check's graphs
         self._groups: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> {group: s}
 
@@ -141,7 +142,14 @@ class ProfitabilityCheck:
         nests the default schedule vectorises and parallelises like each op's own, reading each
         intermediate from registers or cache instead of memory, with fewer kernel calls - it is
         never the fusion the schedule degrades (no contraction or reduction to lose a tile; on a
-        GPU, ``Fallback`` gives element-wise kernels one thread per element, as each op's own)."""
+        GPU, ``Fallback`` gives element-wise kernels one thread per element, as each op's own); nor,
+        on a CPU, for one contraction (``OUT_EWISE_FUSABLE``: matmul, conv) with element-wise and
+        broadcast ops downstream of it, none with more output elements than it: what ``FuseOps``
+        forms, an epilogue that reads each output element where the contraction writes it, which
+        the default schedule applies in the micro-kernel's write-back. An injective op (a slice, a
+        transpose) moves elements across tiles and is judged as any group, and so is every group
+        on a GPU, where dlight's GEMM rules take only some epilogues. Most candidate groups are of this kind;
+        scheduling each to predict it was most of a cold compile's check."""
         parts = [frozenset(p) for p in parts]
         union = frozenset().union(*parts)
         for group in attention_groups(graph, self.target):
@@ -153,6 +161,8 @@ class ProfitabilityCheck:
             return Verdict(None, None, "symbolic shapes")
         if all(graph.nodes[m].pattern <= OpPattern.INJECTIVE for m in union):
             return Verdict(None, None, "element-wise and injective ops only")
+        if not self.on_gpu and _anchor_with_epilogue(graph, union):
+            return Verdict(None, None, "a contraction with its element-wise epilogue")
         return Verdict(self.group_seconds(graph, union),
                        sum(self.group_seconds(graph, p) for p in parts))
 
@@ -169,6 +179,29 @@ class ProfitabilityCheck:
         if func not in self._hashes:
             self._hashes[func] = tvm_ffi.structural_hash(func)
         return self._hashes[func]
+
+
+def _anchor_with_epilogue(graph: DataflowGraph, members: frozenset) -> bool:
+    """``members`` are one ``OUT_EWISE_FUSABLE`` call and element-wise or broadcast ops that it
+    reaches inside the group, none with more output elements than it (a broadcast that scales a
+    larger tensor by the contraction's output is no epilogue of it)."""
+    anchors = [m for m in members if graph.nodes[m].pattern > OpPattern.BROADCAST]
+    if len(anchors) != 1 or graph.nodes[anchors[0]].pattern is not OpPattern.OUT_EWISE_FUSABLE:
+        return False
+    anchor = anchors[0]
+    size = _elements(graph.nodes[anchor])
+    downstream, stack = {anchor}, [anchor]
+    while stack:
+        for consumer in graph.nodes[stack.pop()].outputs:
+            if consumer in members and consumer not in downstream:
+                downstream.add(consumer)
+                stack.append(consumer)
+    return downstream == members and all(_elements(graph.nodes[m]) <= size for m in members)
+
+
+def _elements(node) -> int:
+    """Output elements of a node (all its outputs); 0 when its shapes are unknown."""
+    return sum(math.prod(shape) for shape in node.shapes)
 
 
 def _static(graph: DataflowGraph, members) -> bool:
