@@ -153,3 +153,19 @@ def test_attention_groups_match_each_kernel_structure_once(monkeypatch):
     groups = search.attention_groups(graph, TARGET)
     assert len(groups) == 3 and len({len(g.members) for g in groups}) == 1
     assert len(matched) == len(set(matched)) <= 6  # one pair per layer, at most six member sets each
+    # a persistent store (a cost model's ``remembered``) keeps each verdict under the group's
+    # structure: a graph of the same model built again (a second compile) asks the rule nothing
+    store = {}
+
+    def remembered(key, compute):
+        if key not in store:
+            store[key] = compute()
+        return store[key]
+
+    monkeypatch.setattr(search, "_SCHEDULES_WHOLE", StructuralMemo(search.MEMO_SIZE))
+    assert search.attention_groups(build_graphs(mod)[0], TARGET, remembered) == groups
+    assert any(key.startswith("whole:CPUAttention:") and taken for key, taken in store.items())
+    matched.clear()
+    monkeypatch.setattr(search, "_SCHEDULES_WHOLE", StructuralMemo(search.MEMO_SIZE))
+    assert search.attention_groups(build_graphs(mod)[0], TARGET, remembered) == groups
+    assert matched == []

@@ -26,6 +26,7 @@ attention rule schedules.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import tvm
@@ -40,7 +41,7 @@ from ..hardware import CPUSpec, spec_for_target
 from ..ir_utils import StructuralMemo
 from ..tir_passes.cpu_attention import CPUAttention
 from ..tir_passes.flash_attention import FlashAttention
-from .group_kernel import fused_kernel
+from .group_kernel import fused_kernel, group_signature
 
 # Nodes between the two contractions of an attention: scaling, masking-free softmax (max,
 # subtract, exp, sum, divide), reshapes and broadcasts; a longer path is no attention.
@@ -76,14 +77,19 @@ def attention_rule(target: tvm.target.Target) -> dl.ScheduleRule | None:
     return None
 
 
-def attention_groups(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGroup]:
-    """Every attention group of ``graph`` (module docstring), remembered per graph."""
+def attention_groups(graph: DataflowGraph, target: tvm.target.Target,
+                     remembered: Callable[[str, Callable[[], float]], float] | None = None
+                     ) -> list[AttentionGroup]:
+    """Every attention group of ``graph`` (module docstring), remembered per graph. With
+    ``remembered`` (a cost model's persistent store, :meth:`~.model.KernelCostModel.remembered`),
+    the rule's verdict on each candidate group is kept under the group's structure
+    (:func:`~.group_kernel.group_signature`), so a second compile neither fuses nor schedules it."""
     if graph not in _FOUND:
-        _FOUND[graph] = _find(graph, target)
+        _FOUND[graph] = _find(graph, target, remembered)
     return _FOUND[graph]
 
 
-def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGroup]:
+def _find(graph: DataflowGraph, target: tvm.target.Target, remembered) -> list[AttentionGroup]:
     rule = attention_rule(target)
     if rule is None:
         return []
@@ -104,11 +110,23 @@ def _find(graph: DataflowGraph, target: tvm.target.Target) -> list[AttentionGrou
                             for feeding in (_feeding(graph, core, ELEMENT_WISE_OR_INDEX),
                                             _feeding(graph, core, INDEX_ONLY), set())
                             for after in (tail, set())):
-                kernel = fused_kernel(graph, members)
-                if kernel is not None and schedules_whole(rule, kernel, target):
+                if _taken_whole(rule, graph, members, target, remembered):
                     groups.append(AttentionGroup(frozenset(core), frozenset(members)))
                     break
     return groups
+
+
+def _taken_whole(rule: dl.ScheduleRule, graph: DataflowGraph, members: set[int], target: tvm.target.Target,
+                 remembered) -> bool:
+    """Whether ``rule`` schedules the kernel ``members`` become; through ``remembered`` when given."""
+    def verdict() -> float:
+        kernel = fused_kernel(graph, members)
+        return float(kernel is not None and schedules_whole(rule, kernel, target))
+
+    signature = group_signature(graph, sorted(members)) if remembered is not None else None
+    if signature is None:
+        return verdict() > 0
+    return remembered(f"whole:{type(rule).__name__}:{signature}", verdict) > 0
 
 
 def schedules_whole(rule: dl.ScheduleRule, kernel: tirx.PrimFunc, target: tvm.target.Target) -> bool:

@@ -4,9 +4,11 @@ the pipeline makes it (:func:`fused_kernel`), and the module that runs one group
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
 import tvm
+import tvm_ffi
 from tvm import relax, s_tir, tirx
 
 from ..analysis.graph import DataflowGraph, NodeKind
@@ -90,3 +92,34 @@ def fused_kernel(graph: DataflowGraph, group: Iterable[int]) -> tirx.PrimFunc | 
         return None
     prims = [f for _, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)]
     return prims[0] if len(prims) == 1 else None
+
+
+def group_signature(graph: DataflowGraph, members: list[int], hash_of=tvm_ffi.structural_hash
+                    ) -> str | None:
+    """A key that two groups share exactly when :func:`fused_kernel` makes the same kernel of
+    them: per member in order, its PrimFunc's structural hash (``hash_of``), where each argument
+    comes from (a member, the n-th distinct outside value or constant, with its type) and whether
+    its result leaves the group. ``None`` for a group with other bindings than ``call_tir`` and
+    tuple-get-item."""
+    position = {m: i for i, m in enumerate(members)}
+    outside: dict = {}
+    items = []
+    for m in members:
+        node, value = graph.nodes[m], graph.bindings[m].value
+        leaves = node.is_block_output or any(c not in position for c in node.outputs)
+        if node.kind is NodeKind.TUPLE_GET_ITEM:
+            source = value.tuple_value
+            producer = next((p for p in node.inputs if graph.bindings[p].var.same_as(source)), None)
+            items.append(("item", position.get(producer), value.index, leaves))
+            continue
+        if node.kind is not NodeKind.CALL_TIR:
+            return None
+        args = []
+        for arg in value.args[1].fields:
+            producer = next((p for p in node.inputs if graph.bindings[p].var.same_as(arg)), None)
+            if producer in position:
+                args.append(("member", position[producer]))
+            else:
+                args.append(("outside", outside.setdefault(arg, len(outside)), str(arg.ty)))
+        items.append((hash_of(node.prim_func), tuple(args), str(value.ty), leaves))
+    return "group:" + hashlib.sha256(repr(items).encode()).hexdigest()

@@ -20,7 +20,6 @@ says. The DSA has its own judge, its simulator, and gets no check (:func:`profit
 
 from __future__ import annotations
 
-import hashlib
 import math
 import weakref
 from collections.abc import Iterable
@@ -36,7 +35,7 @@ from ..hardware.device_costs import cache_dir, host_key
 from .attention_groups import attention_groups
 from .calibration import load_or_calibrate
 from .gpu_model import GPUKernelModel
-from .group_kernel import fused_kernel
+from .group_kernel import fused_kernel, group_signature
 from .model import KernelCostModel, Rates, store_name
 
 # A fused kernel is refused only when predicted more than this fraction slower than its parts:
@@ -152,7 +151,7 @@ class ProfitabilityCheck:
         scheduling each to predict it was most of a cold compile's check."""
         parts = [frozenset(p) for p in parts]
         union = frozenset().union(*parts)
-        for group in attention_groups(graph, self.target):
+        for group in attention_groups(graph, self.target, self.model.remembered):
             if union < group.members:
                 return Verdict(None, None, "part of an attention kernel one rule takes whole")
             if union & group.core and not union <= group.members:
@@ -170,7 +169,8 @@ class ProfitabilityCheck:
         """Whether merging ``parts`` stays inside a group the target's attention rule takes whole
         (the group itself included)."""
         union = frozenset().union(*map(frozenset, parts))
-        return any(union <= group.members for group in attention_groups(graph, self.target))
+        return any(union <= group.members
+                   for group in attention_groups(graph, self.target, self.model.remembered))
 
     def accepts(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
         return self.verdict(graph, parts).profitable
@@ -209,37 +209,6 @@ def _static(graph: DataflowGraph, members) -> bool:
     return all(isinstance(dim, tvm.tirx.IntImm)
                for m in members if graph.nodes[m].prim_func is not None
                for param in graph.nodes[m].prim_func.params for dim in param.shape)
-
-
-def group_signature(graph: DataflowGraph, members: list[int], hash_of=tvm_ffi.structural_hash
-                    ) -> str | None:
-    """A key that two groups share exactly when :func:`fused_kernel` makes the same kernel of
-    them: per member in order, its PrimFunc's structural hash (``hash_of``), where each argument
-    comes from (a member, the n-th distinct outside value or constant, with its type) and whether
-    its result leaves the group. ``None`` for a group with other bindings than ``call_tir`` and
-    tuple-get-item."""
-    position = {m: i for i, m in enumerate(members)}
-    outside: dict = {}
-    items = []
-    for m in members:
-        node, value = graph.nodes[m], graph.bindings[m].value
-        leaves = node.is_block_output or any(c not in position for c in node.outputs)
-        if node.kind is NodeKind.TUPLE_GET_ITEM:
-            source = value.tuple_value
-            producer = next((p for p in node.inputs if graph.bindings[p].var.same_as(source)), None)
-            items.append(("item", position.get(producer), value.index, leaves))
-            continue
-        if node.kind is not NodeKind.CALL_TIR:
-            return None
-        args = []
-        for arg in value.args[1].fields:
-            producer = next((p for p in node.inputs if graph.bindings[p].var.same_as(arg)), None)
-            if producer in position:
-                args.append(("member", position[producer]))
-            else:
-                args.append(("outside", outside.setdefault(arg, len(outside)), str(arg.ty)))
-        items.append((hash_of(node.prim_func), tuple(args), str(value.ty), leaves))
-    return "group:" + hashlib.sha256(repr(items).encode()).hexdigest()
 
 
 def profitability_for(target: tvm.target.Target | None, enabled: bool = True,
