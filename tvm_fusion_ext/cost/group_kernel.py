@@ -5,6 +5,7 @@ the pipeline makes it (:func:`fused_kernel`), and the module that runs one group
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Iterable
 
 import tvm
@@ -100,26 +101,49 @@ def group_signature(graph: DataflowGraph, members: list[int], hash_of=tvm_ffi.st
     them: per member in order, its PrimFunc's structural hash (``hash_of``), where each argument
     comes from (a member, the n-th distinct outside value or constant, with its type) and whether
     its result leaves the group. ``None`` for a group with other bindings than ``call_tir`` and
-    tuple-get-item."""
+    tuple-get-item. What a member contributes apart from the group is read once per graph."""
     position = {m: i for i, m in enumerate(members)}
     outside: dict = {}
     items = []
     for m in members:
-        node, value = graph.nodes[m], graph.bindings[m].value
+        facts = _member_facts(graph, m, hash_of)
+        if facts is None:
+            return None
+        node = graph.nodes[m]
         leaves = node.is_block_output or any(c not in position for c in node.outputs)
         if node.kind is NodeKind.TUPLE_GET_ITEM:
-            source = value.tuple_value
-            producer = next((p for p in node.inputs if graph.bindings[p].var.same_as(source)), None)
-            items.append(("item", position.get(producer), value.index, leaves))
+            producer, index = facts
+            items.append(("item", position.get(producer), index, leaves))
             continue
-        if node.kind is not NodeKind.CALL_TIR:
-            return None
-        args = []
-        for arg in value.args[1].fields:
-            producer = next((p for p in node.inputs if graph.bindings[p].var.same_as(arg)), None)
-            if producer in position:
-                args.append(("member", position[producer]))
-            else:
-                args.append(("outside", outside.setdefault(arg, len(outside)), str(arg.ty)))
-        items.append((hash_of(node.prim_func), tuple(args), str(value.ty), leaves))
+        func_hash, sources, result_type = facts
+        args = tuple(("member", position[producer]) if producer in position
+                     else ("outside", outside.setdefault(arg, len(outside)), arg_type)
+                     for producer, arg, arg_type in sources)
+        items.append((func_hash, args, result_type, leaves))
     return "group:" + hashlib.sha256(repr(items).encode()).hexdigest()
+
+
+# graph -> {node index: what the node contributes to any group's signature}
+_FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _member_facts(graph: DataflowGraph, m: int, hash_of):
+    """``(producer, index)`` of a tuple-get-item; ``(PrimFunc hash, [(producer or None, argument,
+    its type)], result type)`` of a ``call_tir``; ``None`` for any other binding."""
+    per_node = _FACTS.setdefault(graph, {})
+    key = (m, hash_of)
+    if key not in per_node:
+        node, value = graph.nodes[m], graph.bindings[m].value
+
+        def producer_of(expr):
+            return next((p for p in node.inputs if graph.bindings[p].var.same_as(expr)), None)
+
+        if node.kind is NodeKind.TUPLE_GET_ITEM:
+            per_node[key] = (producer_of(value.tuple_value), value.index)
+        elif node.kind is NodeKind.CALL_TIR:
+            per_node[key] = (hash_of(node.prim_func),
+                             [(producer_of(arg), arg, str(arg.ty)) for arg in value.args[1].fields],
+                             str(value.ty))
+        else:
+            per_node[key] = None
+    return per_node[key]
