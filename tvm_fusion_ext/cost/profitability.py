@@ -147,8 +147,8 @@ class ProfitabilityCheck:
         forms, an epilogue that reads each output element where the contraction writes it, which
         the default schedule applies in the micro-kernel's write-back. An injective op (a slice, a
         transpose) moves elements across tiles and is judged as any group, and so is every group
-        on a GPU, where dlight's GEMM rules take only some epilogues. Most candidate groups are of this kind;
-        scheduling each to predict it was most of a cold compile's check."""
+        on a GPU, where dlight's GEMM rules take only some epilogues. Most of a greedy search's
+        candidate groups are of this kind, and predicting one means scheduling its kernel."""
         parts = [frozenset(p) for p in parts]
         union = frozenset().union(*parts)
         for group in attention_groups(graph, self.target, self.model.remembered):

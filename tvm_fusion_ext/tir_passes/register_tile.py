@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from tvm import sym
 
 from ..hardware import HardwareSpec
-from .analysis import CACHE_LINE_BYTES, Access, BlockInfo, divisors, is_const_one, uses_any
+from .analysis import CACHE_LINE_BYTES, BlockInfo, divisors, is_const_one, uses_any
 
 # At most this many spatial tile shapes are scored; longer candidate lists are thinned.
 _MAX_TILE_SHAPES = 4096
@@ -107,10 +107,8 @@ def plan_register_tile(info: BlockInfo, spec: HardwareSpec, lanes: int | None = 
     if best is None:
         return None
     micro = best[1]
-    access = info.accesses
-    reduce_block = _reduce_block(info, access, micro, _contiguous(info, micro.packed, prepacked),
-                                 spec.panel_bytes())
-    tile = _spatial_tile(info, access, micro, reduce_block, spec)
+    reduce_block = _reduce_block(info, micro, _contiguous(info, micro.packed, prepacked), spec.panel_bytes())
+    tile = _spatial_tile(info, micro, reduce_block, spec)
     return replace(micro, reduce_block=reduce_block, tile=tile)
 
 
@@ -124,7 +122,6 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
     """``(key, RegisterTile without blocking)`` for every feasible micro-kernel; larger key is
     better: fewer cycles per output, then more accumulators, fewer packed operands, more rows."""
     operands = info.operand_reads
-    access = info.accesses
     uses = {p: [bool(_dims_using(read, info.loop_iters[p].var)) for read in operands]
             for p in info.spatial_positions}  # spatial loop -> which operands it walks
     reduction = math.prod(info.extents[p] for p in info.reduce_positions)
@@ -156,7 +153,7 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
                     if registers_needed(rows, vectors, headroom) > spec.vector_registers:
                         continue
                     micro = {v: vectors * lanes, **({q: rows} if q is not None else {})}
-                    lines = _lines_per_step(info, access, micro, contiguous, uses)
+                    lines = _lines_per_step(info, micro, contiguous, uses)
                     cost = reduction * _step_cycles(rows, vectors, lines, spec) / (rows * vectors * lanes)
                     cost += _TRANSPOSED_OUTPUT_CYCLES if transposed else 0.0
                     key = (-round(cost, 9), rows * vectors, -len(packed), rows, -1 if q is None else q)
@@ -182,7 +179,7 @@ def _step_cycles(rows: int, vectors: int, lines: float, spec: HardwareSpec) -> f
                lines * spec.line_fill_cycles)
 
 
-def _lines_per_step(info: BlockInfo, access: list[Access], micro: dict[int, int], contiguous: set[int],
+def _lines_per_step(info: BlockInfo, micro: dict[int, int], contiguous: set[int],
                     uses: dict[int, list[bool]]) -> float:
     """Cache lines the operands of one micro-kernel bring from L2 per step of the innermost
     reduction loop (amortised over that loop): a contiguous walk (a matmul row, a packed panel)
@@ -199,9 +196,8 @@ def _lines_per_step(info: BlockInfo, access: list[Access], micro: dict[int, int]
     walked = [True] * len(info.operand_reads) if across is None else uses[across]
     extents = [micro.get(p, 1) for p in range(len(info.extents))]
     extents[inner] = info.extents[inner]
-    total = sum(a.bytes(extents) if i in contiguous else a.line_bytes(extents)
-                for i, a in enumerate(access[:len(info.operand_reads)]) if walked[i])
-    return total / info.extents[inner] / CACHE_LINE_BYTES
+    read = {i for i in range(len(info.operand_reads)) if walked[i]}
+    return _cached_bytes(info, extents, contiguous, read) / info.extents[inner] / CACHE_LINE_BYTES
 
 
 def _dims_using(region, var) -> list[int]:
@@ -225,8 +221,7 @@ def _walk(region, var) -> str | None:
     return "packed" if index.same_as(var) else None
 
 
-def _reduce_block(info: BlockInfo, access: list[Access], micro: RegisterTile, contiguous: set[int],
-                  budget: int) -> dict[int, int]:
+def _reduce_block(info: BlockInfo, micro: RegisterTile, contiguous: set[int], budget: int) -> dict[int, int]:
     """Inner extent of each reduce loop: innermost loops whole while one micro-kernel's panels fit
     ``budget``; the first loop that does not fit gets its largest fitting divisor, outer ones 1.
     A panel counts the cache lines it occupies (:meth:`~.analysis.Access.line_bytes`): an NCHW
@@ -236,14 +231,11 @@ def _reduce_block(info: BlockInfo, access: list[Access], micro: RegisterTile, co
     bytes."""
     extents = [micro.micro.get(p, 1) if p in info.spatial_positions else 1 for p in range(len(info.extents))]
 
-    def panels(extents) -> float:
-        return sum(a.bytes(extents) if i in contiguous else a.line_bytes(extents)
-                   for i, a in enumerate(access))
-
     block = {}
     for pos in reversed(info.reduce_positions):
         fitting = [d for d in divisors(info.extents[pos])
-                   if panels([d if p == pos else e for p, e in enumerate(extents)]) <= budget]
+                   if _cached_bytes(info, [d if p == pos else e for p, e in enumerate(extents)], contiguous)
+                   <= budget]
         block[pos] = max(fitting, default=1)
         extents[pos] = block[pos]
         if block[pos] < info.extents[pos]:
@@ -251,7 +243,7 @@ def _reduce_block(info: BlockInfo, access: list[Access], micro: RegisterTile, co
     return {pos: block.get(pos, 1) for pos in info.reduce_positions}
 
 
-def _spatial_tile(info: BlockInfo, access: list[Access], micro: RegisterTile, reduce_block: dict[int, int],
+def _spatial_tile(info: BlockInfo, micro: RegisterTile, reduce_block: dict[int, int],
                   spec: HardwareSpec) -> dict[int, int]:
     """The spatial tile with the least total operand traffic whose working set for one
     reduction block fits half the fast memory, among those giving every core work and the same
@@ -267,8 +259,8 @@ def _spatial_tile(info: BlockInfo, access: list[Access], micro: RegisterTile, re
     for sizes in itertools.product(*choices):
         tile = dict(zip(spatial, sizes))
         tiles = math.prod(info.extents[p] // tile[p] for p in spatial)
-        working = _bytes(access, [tile.get(p, reduce_block.get(p)) for p in range(len(info.extents))])
-        traffic = tiles * _bytes(access, [tile.get(p, info.extents[p]) for p in range(len(info.extents))])
+        working = _bytes(info, [tile.get(p, reduce_block.get(p)) for p in range(len(info.extents))])
+        traffic = tiles * _bytes(info, [tile.get(p, info.extents[p]) for p in range(len(info.extents))])
         key = (working > budget, tiles < spec.num_cores, tiles % spec.num_cores != 0,
                working if working > budget else traffic, tiles)
         if best is None or key < best[0]:
@@ -276,5 +268,12 @@ def _spatial_tile(info: BlockInfo, access: list[Access], micro: RegisterTile, re
     return best[1]
 
 
-def _bytes(access: list[Access], extents: list[int]) -> int:
-    return sum(a.bytes(extents) for a in access)
+def _bytes(info: BlockInfo, extents: list[int]) -> int:
+    return sum(a.bytes(extents) for a in info.accesses)
+
+
+def _cached_bytes(info: BlockInfo, extents: list[int], contiguous: set[int], which=None) -> float:
+    """Bytes of cache the accesses ``which`` (all, by default) of ``info`` occupy over ``extents``:
+    the ``contiguous`` operands their bytes, the others their lines (:meth:`~.analysis.Access.line_bytes`)."""
+    return sum(a.bytes(extents) if i in contiguous else a.line_bytes(extents)
+               for i, a in enumerate(info.accesses) if which is None or i in which)
