@@ -6,7 +6,9 @@ The fused kernels here are predicted slower than their parts under the default s
   matmul's operand load, so ``exp`` runs once per multiply-add (N times too often) - APOLLO's
   Layer I, GraphTurbo's straight merge and backward dominator fusion all make this group;
 * ``TwoMatmuls``: two matmuls sharing an input, multiplied together - NeoFlow's greedy Eq. (4)
-  merges everything into one kernel, where only one matmul gets a register tile.
+  merges everything into one kernel, where only one matmul gets a register tile;
+* ``SplitExpMatmul``: ``ExpMatmul`` whose ``exp`` reads an item of a ``split`` made outside the
+  group (the gates of an LSTM cell feeding the next step's matmul).
 
 Decisions are asserted under the suite's fixed rates (tests/conftest.py); the calibration-cache
 tests use their own temporary cache directory and an injected calibration.
@@ -23,7 +25,7 @@ import tvm
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from tvm_fusion_ext.analysis.graph import OpPattern, build_graphs
+from tvm_fusion_ext.analysis.graph import NodeKind, OpPattern, build_graphs
 from tvm_fusion_ext.cli import main as cli_main
 from tvm_fusion_ext.cost import (
     KernelCostModel,
@@ -72,6 +74,19 @@ class TwoMatmuls:
 
 
 @I.ir_module
+class SplitExpMatmul:
+    @R.function
+    def main(x: R.Tensor((64, 512), "float32")):
+        with R.dataflow():
+            halves = R.split(x, 2, axis=1)
+            e = R.exp(halves[1])
+            y = R.matmul(e, R.const(W1))
+            s = R.add(halves[0], R.const(1.0, "float32"))
+            R.output(y, s)
+        return (y, s)
+
+
+@I.ir_module
 class MatmulBiasRelu:
     @R.function
     def main(x: R.Tensor((64, 256), "float32")):
@@ -111,6 +126,23 @@ def test_recomputing_prologue_is_predicted_slower_and_an_epilogue_faster():
     # a contraction with its element-wise epilogue is what FuseOps forms: the check abstains
     verdict = check.verdict(graph, [[n] for n in fusible])
     assert verdict.profitable and verdict.fused_s is None, verdict.describe()
+
+
+def test_an_item_of_a_tuple_made_outside_the_group_is_predicted():
+    """``FuseTIR`` takes no tuple parameter: the item is the group's parameter, as
+    ``MaterializePartition`` makes it. Without that, the group of the item and ``exp`` made no
+    kernel, was predicted infinitely slow, and every merge with it looked profitable."""
+    graph = _graph(SplitExpMatmul)
+    matmul = next(n for n in graph.nodes if n.pattern == OpPattern.OUT_EWISE_FUSABLE)
+    exp = graph.nodes[matmul.inputs[0]]
+    item = graph.nodes[exp.inputs[0]]
+    assert item.kind is NodeKind.TUPLE_GET_ITEM
+    assert fused_kernel(graph, [item.index, exp.index]) is not None
+    verdict = profitability_for(TARGET).verdict(graph, [[item.index, exp.index], [matmul.index]])
+    assert math.isfinite(verdict.parts_s) and not verdict.profitable, verdict.describe()
+    # split, exp, matmul and add: dominator-both's backward merge of exp into the matmul is refused
+    assert _kernels(SplitExpMatmul, "dominator-both", cost_check=False) == 3
+    assert _kernels(SplitExpMatmul, "dominator-both", cost_check=True) == 4
 
 
 def test_only_an_epilogue_in_place_goes_unpredicted():
@@ -178,7 +210,8 @@ def test_apollo_records_the_prediction_as_upward_feedback(tmp_path):
 
 
 @pytest.mark.parametrize("strategy", ["apollo", "neoflow", "graphturbo", "dominator-both"])
-@pytest.mark.parametrize("mod", [ExpMatmul, TwoMatmuls], ids=["exp_matmul", "two_matmuls"])
+@pytest.mark.parametrize("mod", [ExpMatmul, TwoMatmuls, SplitExpMatmul],
+                         ids=["exp_matmul", "two_matmuls", "split_exp_matmul"])
 def test_strategies_with_the_check_match_the_unfused_module(strategy, mod):
     verify.assert_same_as_unfused(mod, strategy)
 

@@ -26,13 +26,20 @@ def group_module(graph: DataflowGraph, group: Iterable[int]) -> tvm.IRModule:
 def _group_module(graph: DataflowGraph, group: Iterable[int], lift_constants: bool):
     """:func:`group_module` and what ``main``'s parameters stand for (variables, and with
     ``lift_constants`` also the tensor constants the bindings' calls read, in order of first use
-    with the variables, as ``MaterializePartition`` lifts them out of a grouped function)."""
+    with the variables, as ``MaterializePartition`` lifts them out of a grouped function). An item
+    of a tuple made outside the group is a parameter itself, as ``FunctionCreator`` splits a
+    partially used tuple parameter per item (``FuseTIR`` takes no tuple parameter)."""
     members = sorted(group)
     bindings = [graph.bindings[i] for i in members]
     defined = {b.var for b in bindings}
+    outside_items = {b.var for b in bindings
+                     if isinstance(b.value, relax.TupleGetItem) and b.value.tuple_value not in defined}
     inputs = []
     for b in bindings:
         value = b.value
+        if b.var in outside_items:
+            inputs.append(b.var)
+            continue
         args = value.args[1].fields if lift_constants and isinstance(value, relax.Call) \
             and len(value.args) > 1 and isinstance(value.args[1], relax.Tuple) else []
         used = [a for a in args if isinstance(a, tvm.ir.Constant) and isinstance(a.ty, relax.TensorType)]
@@ -49,6 +56,8 @@ def _group_module(graph: DataflowGraph, group: Iterable[int], lift_constants: bo
     with bb.function("main", params):
         with bb.dataflow():
             for b in bindings:
+                if b.var in outside_items:
+                    continue
                 value = remap.visit_expr(b.value)
                 remap.var_map[b.var] = bb.emit(value, name_hint=b.var.name)
             result = remap.var_map[outputs[0]] if len(outputs) == 1 else relax.Tuple(

@@ -132,9 +132,11 @@ def store_name(target: tvm.target.Target, rates: Rates, host: str) -> str:
 
 @functools.cache
 def schedule_fingerprint() -> str:
-    """A digest of the source of the package's TIR schedules (``tir_passes/``) and of this
-    model's features, which decide what a prediction is."""
-    sources = sorted(Path(tir_passes.__file__).parent.glob("*.py")) + [Path(__file__).with_name("features.py")]
+    """A digest of the source of the package's TIR schedules (``tir_passes/``), of this model's
+    features and of how a group's kernel is made (``group_kernel.py``), which decide what a
+    prediction is."""
+    sources = sorted(Path(tir_passes.__file__).parent.glob("*.py")) + [
+        Path(__file__).with_name(name) for name in ("features.py", "group_kernel.py")]
     digest = hashlib.sha256()
     for path in sources:
         digest.update(path.name.encode() + path.read_bytes())
