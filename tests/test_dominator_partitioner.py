@@ -68,13 +68,26 @@ def test_opt_level_zero_fuses_nothing():
 
 
 def test_conv_prologue_backward_epilogue_forward():
-    # x -> conv -> y: forward gives conv its epilogue, backward its element-wise prologue, both all.
+    # x -> conv -> y: forward gives conv its epilogue, the mirrored backward rules its element-wise
+    # prologue; backward's epilogue rule (section 7's "altering the fusing rules") and both, all.
     graph = DataflowGraph.from_edges({"x": "element-wise", "conv": "conv", "y": "element-wise"},
                                      [("x", "conv"), ("conv", "y")], outputs=["y"])
     groups = _all(graph)
-    assert groups == {"forward": [["conv", "y"]], "backward": [["x", "conv"]],
+    assert groups == {"forward": [["conv", "y"]], "backward": [["x", "conv", "y"]],
                       "both": [["x", "conv", "y"]]}
+    assert _groups(graph, "backward", epilogues=False) == [["x", "conv"]]
     assert _kernels(graph, groups["both"]) < _kernels(graph, groups["forward"])
+
+
+def test_backward_epilogue_rule_stops_where_forward_does():
+    # conv -> bias (broadcast) -> relu -> transpose -> z: the epilogue is the element-wise and
+    # broadcast ops after the conv; the transpose (injective) and z stay out of the conv's group.
+    graph = DataflowGraph.from_edges(
+        {"conv": "conv", "bias": "broadcast", "relu": "element-wise", "t": "transpose", "z": "element-wise"},
+        [("conv", "bias"), ("bias", "relu"), ("relu", "t"), ("t", "z")], outputs=["z"])
+    assert _groups(graph, "backward") == [["conv", "bias", "relu"], ["t", "z"]]
+    # Without it, the transpose and z join the element-wise chain in phase 1.
+    assert _groups(graph, "backward", epilogues=False) == [["bias", "relu", "t", "z"]]
 
 
 def test_forward_follows_fuse_ops_rules():
@@ -88,9 +101,10 @@ def test_forward_follows_fuse_ops_rules():
     # stops at the reduction (a conv group only joins element-wise post-dominators). Phase 1: the
     # injective transpose may not join a conv group. The reduction starts nothing.
     assert _groups(graph, "forward") == [["conv", "bias", "relu"]]
-    # Backward, the reduction's element-wise epilogue joins it; the conv's pre-dominator is the
-    # virtual entry.
-    assert _groups(graph, "backward") == [["sum", "scale"]]
+    # Backward, the reduction's element-wise epilogue joins it, and the bias joins the conv (its
+    # pre-dominator); relu's pre-dominator is the virtual entry (it reads the transpose too).
+    assert _groups(graph, "backward") == [["conv", "bias"], ["sum", "scale"]]
+    assert _groups(graph, "backward", epilogues=False) == [["sum", "scale"]]
 
 
 def test_both_never_puts_two_complex_ops_together():

@@ -94,3 +94,25 @@ def test_tvm_fuse_ops_tests_pass_with_fuse_ops_dominator():
                             check=False, capture_output=True, text=True, cwd=REPO, timeout=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "25 passed" in result.stdout
+
+
+
+def test_backward_epilogues_can_be_switched_off():
+    """``backward_epilogues=False`` gives the mirrored rules alone: the matmul's bias and ReLU stay
+    out of its kernel, which backward fusion with the epilogue rule takes in, as forward does."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((8, 16), "float32"))
+    w = relax.Var("w", relax.TensorType((16, 32), "float32"))
+    b = relax.Var("b", relax.TensorType((32,), "float32"))
+    with bb.function("main", [x, w, b]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.relu(relax.op.add(relax.op.matmul(x, w), b)))
+        bb.emit_func_output(out)
+    mod = _legalize(bb.get())
+
+    def kernels(**kwargs):
+        fused = FuseOpsDominator(direction="backward", cost_check=False, **kwargs)(mod)
+        return kernel_traffic(relax.transform.FuseTIR()(fused)).kernels
+
+    assert (kernels(), kernels(backward_epilogues=False)) == (1, 2)
+    assert kernels() == kernel_traffic(relax.transform.FuseTIR()(relax.transform.FuseOps()(mod))).kernels

@@ -37,11 +37,14 @@ class FuseOpsDominator:
     reads the PassContext config ``relax.FuseOps.max_depth``, else 256 (``kMaxFusedOps``).
     ``cost_check``: backward merges consult the profitability check (CPU targets; forward fusion is
     FuseOps' and never checked); ``profitability`` replaces the check, e.g. with fixed rates.
+    ``backward_epilogues``: backward fusion also gives a conv / matmul its element-wise epilogue
+    (:mod:`~tvm_fusion_ext.partitioners.dominator`; ``False``: the mirrored rules alone).
     Functions that are ``Primitive`` or carry a ``Codegen`` attribute are left alone.
     """
 
     def __init__(self, fuse_opt_level: int = -1, direction: str = FORWARD, max_depth: int | None = None,
-                 cost_check: bool = True, profitability: ProfitabilityCheck | None = None):
+                 cost_check: bool = True, profitability: ProfitabilityCheck | None = None,
+                 backward_epilogues: bool = True):
         if direction not in DIRECTIONS:
             raise ValueError(f"unknown direction {direction!r}; expected one of {', '.join(DIRECTIONS)}")
         self.fuse_opt_level = int(fuse_opt_level)
@@ -49,6 +52,7 @@ class FuseOpsDominator:
         self.max_depth = max_depth
         self.cost_check = cost_check
         self.profitability = profitability
+        self.backward_epilogues = backward_epilogues
 
     def transform_module(self, mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
         opt_level = ctx.opt_level if self.fuse_opt_level == -1 else self.fuse_opt_level
@@ -59,6 +63,7 @@ class FuseOpsDominator:
         if self.cost_check and self.direction != FORWARD:
             profit = self.profitability or profitability_for(tvm.target.Target.current(allow_none=True))
         partitioner = DominatorPartitioner(self.direction, opt_level, max_depth,
-                                           profit.accepts if profit is not None else None)
+                                           profit.accepts if profit is not None else None,
+                                           self.backward_epilogues)
         return MaterializePartition(partitioner)(mod)
 
