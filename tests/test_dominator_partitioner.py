@@ -90,6 +90,27 @@ def test_backward_epilogue_rule_stops_where_forward_does():
     assert _groups(graph, "backward", epilogues=False) == [["bias", "relu", "t", "z"]]
 
 
+def test_backward_gives_the_first_conv_the_ops_between_two_convs():
+    # c1 -> bias -> relu6 -> c2 (a depthwise conv): the mirrored rules make relu6 (element-wise) c2's
+    # prologue (recomputed at every window position); with epilogues bias and relu6 are c1's epilogue.
+    graph = DataflowGraph.from_edges(
+        {"c1": "conv", "bias": "broadcast", "relu6": "element-wise", "c2": "conv"},
+        [("c1", "bias"), ("bias", "relu6"), ("relu6", "c2")], outputs=["c2"])
+    assert _groups(graph, "backward") == [["c1", "bias", "relu6"]]
+    assert _groups(graph, "backward", epilogues=False) == [["relu6", "c2"]]
+
+
+def test_backward_gives_a_conv_its_residual_add():
+    # p -> conv -> add <- p: add's pre-dominator is p, beyond the conv; the conv's result is read
+    # by the add alone, so the add is its epilogue, as forward makes it.
+    graph = DataflowGraph.from_edges(
+        {"p": "reduction", "conv": "conv", "add": "element-wise"},
+        [("p", "conv"), ("conv", "add"), ("p", "add")], outputs=["add"])
+    assert graph.pre_dominators()[graph.index_of("add")] == graph.index_of("p")
+    assert _groups(graph, "backward") == _groups(graph, "forward") == [["conv", "add"]]
+    assert _groups(graph, "backward", epilogues=False) == []
+
+
 def test_forward_follows_fuse_ops_rules():
     # conv -> bias (broadcast) -> relu -> sum -> scale ; transpose -> relu
     graph = DataflowGraph.from_edges(
@@ -102,8 +123,9 @@ def test_forward_follows_fuse_ops_rules():
     # injective transpose may not join a conv group. The reduction starts nothing.
     assert _groups(graph, "forward") == [["conv", "bias", "relu"]]
     # Backward, the reduction's element-wise epilogue joins it, and the bias joins the conv (its
-    # pre-dominator); relu's pre-dominator is the virtual entry (it reads the transpose too).
-    assert _groups(graph, "backward") == [["conv", "bias"], ["sum", "scale"]]
+    # pre-dominator); relu's pre-dominator is the virtual entry (it reads the transpose too), but
+    # relu alone reads the conv group's result: it joins that group as its epilogue.
+    assert _groups(graph, "backward") == [["conv", "bias", "relu"], ["sum", "scale"]]
     assert _groups(graph, "backward", epilogues=False) == [["sum", "scale"]]
 
 

@@ -41,7 +41,13 @@ where FuseOps runs 170, at 0.57x its speed. With ``epilogues`` (the default) one
 paper's first item of future work (section 7: "altering the fusing rules" to "allow more operator
 fusion"): in phase 0 an element-wise / broadcast op joins a pre-dominator that is a conv / matmul
 group through element-wise and broadcast ops, the epilogue forward gives the contraction, found
-from the consumer's side. ``epilogues=False`` keeps the mirrored rules alone.
+from the consumer's side. Before the three phases, in topological order, an element-wise /
+broadcast op also joins a conv / matmul group that produces one of its inputs and whose results it
+alone reads (the op that post-dominates the group, as forward would fuse it; this also reaches a
+residual add, whose pre-dominator lies beyond the conv because it reads the block's input too), so
+that an element-wise op between two convs becomes the first one's epilogue and not, by the
+mirrored prologue rule, the second one's prologue, recomputed at every window position.
+``epilogues=False`` keeps the mirrored rules alone.
 
 Function parameters and constants are not nodes of the graph view, so they do not count as
 predecessors: an op reading a weight still has the in-block producer of its activation as
@@ -223,6 +229,12 @@ class _Partition:
                             BOTH: [_forward, _backward]}[direction]
             for make in orientations:
                 orientation = make(self.graph)
+                if orientation.guarded and self.epilogues:
+                    # Epilogues first, producers before consumers, so that an element-wise op
+                    # between two convs is the first one's epilogue, not the second one's
+                    # prologue (recomputed for every window position of the second conv).
+                    for nid in self.graph.topological_order():
+                        self._join_producing_anchor(nid)
                 for phase in range(3):
                     self._run_fuse(orientation, phase)
         roots = {id(g.find_root()): g.find_root() for g in self.groups}
@@ -232,43 +244,68 @@ class _Partition:
     # ---- GraphPartitioner::RunFuse -----------------------------------------------------------
     def _run_fuse(self, o: _Orientation, phase: int) -> None:
         for nid in o.order:
-            group_node = self.groups[nid]
-            if group_node.pattern == OpPattern.OPAQUE:
+            if self.groups[nid].pattern == OpPattern.OPAQUE:
                 continue
-            parent = o.dom[nid]
-            if parent is None:
-                continue
-            if self._count_fused_nodes_with_new_child(o, nid, parent) > self.max_depth:
-                continue
-            dom_parent_group = self.groups[parent]
-            if phase == 2:
-                # Fuse injective ops into intermediate tuples, if any.
-                if group_node.pattern > OpPattern.INJECTIVE:
-                    continue
-                dom_root_group = dom_parent_group.find_root()
-                if dom_root_group.pattern == OpPattern.TUPLE:
-                    continue
-                if (dom_parent_group.pattern == OpPattern.TUPLE
-                        and dom_root_group.pattern <= OpPattern.INJECTIVE):
-                    self._try_fuse(o, nid, parent, _injective_path)
-                continue
-            if group_node.find_root() is dom_parent_group.find_root():
-                continue
-            if dom_parent_group.pattern == OpPattern.TUPLE:
-                continue
-            if group_node.pattern == OpPattern.OUT_EWISE_FUSABLE:
-                if phase == 0 and o.dom_pattern[nid] == OpPattern.ELEMWISE:
-                    self._try_fuse(o, nid, parent, _broadcast_path)
-            elif group_node.pattern <= OpPattern.BROADCAST:
-                if o.dom_pattern[nid] <= OpPattern.INJECTIVE or o.dom_pattern[nid] == OpPattern.COMM_REDUCE:
-                    self._try_fuse(o, nid, parent, _elemwise_into_anchor)
-                elif (o.guarded and self.epilogues and phase == 0
-                      and o.dom_pattern[nid] == OpPattern.OUT_EWISE_FUSABLE):
-                    self._try_fuse(o, nid, parent, _epilogue_of_anchor)
-            elif group_node.pattern in (OpPattern.INJECTIVE, OpPattern.TUPLE) and phase == 1:
-                # Injective fusion waits for phase 1, so that convolutions finish fusing first.
+            self._fuse_into_dominator(o, nid, phase)
+
+    def _fuse_into_dominator(self, o: _Orientation, nid: int, phase: int) -> None:
+        """One node's step of ``RunFuse``: try to fuse it into its immediate dominator."""
+        group_node = self.groups[nid]
+        parent = o.dom[nid]
+        if parent is None:
+            return
+        if self._count_fused_nodes_with_new_child(o, nid, parent) > self.max_depth:
+            return
+        dom_parent_group = self.groups[parent]
+        if phase == 2:
+            # Fuse injective ops into intermediate tuples, if any.
+            if group_node.pattern > OpPattern.INJECTIVE:
+                return
+            dom_root_group = dom_parent_group.find_root()
+            if dom_root_group.pattern == OpPattern.TUPLE:
+                return
+            if (dom_parent_group.pattern == OpPattern.TUPLE
+                    and dom_root_group.pattern <= OpPattern.INJECTIVE):
                 self._try_fuse(o, nid, parent, _injective_path)
-            # A reduction (kCommReduce) never starts a fusion.
+            return
+        if group_node.find_root() is dom_parent_group.find_root():
+            return
+        if dom_parent_group.pattern == OpPattern.TUPLE:
+            return
+        if group_node.pattern == OpPattern.OUT_EWISE_FUSABLE:
+            if phase == 0 and o.dom_pattern[nid] == OpPattern.ELEMWISE:
+                self._try_fuse(o, nid, parent, _broadcast_path)
+        elif group_node.pattern <= OpPattern.BROADCAST:
+            if o.dom_pattern[nid] <= OpPattern.INJECTIVE or o.dom_pattern[nid] == OpPattern.COMM_REDUCE:
+                self._try_fuse(o, nid, parent, _elemwise_into_anchor)
+            elif (o.guarded and self.epilogues and phase == 0
+                  and o.dom_pattern[nid] == OpPattern.OUT_EWISE_FUSABLE):
+                self._try_fuse(o, nid, parent, _epilogue_of_anchor)
+        elif group_node.pattern in (OpPattern.INJECTIVE, OpPattern.TUPLE) and phase == 1:
+            # Injective fusion waits for phase 1, so that convolutions finish fusing first.
+            self._try_fuse(o, nid, parent, _injective_path)
+        # A reduction (kCommReduce) never starts a fusion.
+
+    def _join_producing_anchor(self, nid: int) -> None:
+        """Backward's epilogue rule for an op whose pre-dominator lies beyond the contraction it
+        reads (a residual add, which reads the block's input too): it joins a conv / matmul group
+        that produces one of its inputs and whose every other result stays inside that group, as
+        forward fusion gives a contraction the element-wise op that post-dominates it."""
+        group = self.groups[nid].find_root()
+        if self.groups[nid].pattern > OpPattern.BROADCAST or group.pattern > OpPattern.BROADCAST:
+            return
+        nodes = self.graph.nodes
+        for producer in dict.fromkeys(nodes[nid].inputs):
+            anchor = self.groups[producer].find_root()
+            if anchor is group or anchor.pattern != OpPattern.OUT_EWISE_FUSABLE:
+                continue
+            members = set(anchor.members)
+            if any(nodes[m].is_block_output or not set(nodes[m].outputs) <= members | {nid}
+                   for m in anchor.members):
+                continue
+            if anchor.num_nodes + group.num_nodes <= self.max_depth and self._safe_union([anchor, group]):
+                self._merge_from_to(group, anchor)
+                return
 
     def _try_fuse(self, o: _Orientation, src: int, sink: int, fcond: PathCondition) -> None:
         if self._check_path(o, src, sink, fcond) and (not o.guarded or self._is_safe(o, src, sink)):
@@ -330,16 +367,19 @@ class _Partition:
 
     # ---- guards of the backward orientation --------------------------------------------------
     def _is_safe(self, o: _Orientation, src: int, sink: int) -> bool:
-        """Would the fused group hold at most one complex op, stay convex (no cycle) and, with a
-        profitability check, not be predicted slower than the groups it merges?"""
+        """May the groups of the nodes from ``src`` up to ``sink`` merge (:meth:`_safe_union`)?"""
         roots = {id(r): r for r in (self.groups[n].find_root()
                                     for n in [*self._walk(o, src, sink), sink])}
-        union = [m for r in roots.values() for m in r.members]
+        return self._safe_union(list(roots.values()))
+
+    def _safe_union(self, roots: list[_Group]) -> bool:
+        """Would the union of the groups ``roots`` hold at most one complex op, stay convex (no
+        cycle) and, with a profitability check, not be predicted slower than the groups it merges?"""
+        union = [m for r in roots for m in r.members]
         complex_ops = sum(1 for m in union if self.graph.nodes[m].pattern in _COMPLEX)
         return (complex_ops <= 1 and not self._splits_a_tuple(set(union))
                 and self.graph.group_is_convex(union)
-                and (self.accept is None or self.accept(
-                    self.graph, [frozenset(r.members) for r in roots.values()])))
+                and (self.accept is None or self.accept(self.graph, [frozenset(r.members) for r in roots])))
 
     def _splits_a_tuple(self, union: set[int]) -> bool:
         """Does a tuple-valued member (one read by tuple-get-items) have a consumer outside?"""
