@@ -100,6 +100,17 @@ def test_backward_gives_the_first_conv_the_ops_between_two_convs():
     assert _groups(graph, "backward", epilogues=False) == [["relu6", "c2"]]
 
 
+def test_backward_gives_a_conv_its_silu():
+    # conv -> add -> sigmoid -> mul(add, sigmoid) -> next conv: SiLU is the first conv's epilogue
+    # (sigmoid through its pre-dominator add, then mul, which alone reads the group); the mirrored
+    # rules alone leave mul to the next conv as a prologue.
+    graph = DataflowGraph.from_edges(
+        {"conv": "conv", "add": "broadcast", "sig": "element-wise", "mul": "element-wise", "next": "conv"},
+        [("conv", "add"), ("add", "sig"), ("add", "mul"), ("sig", "mul"), ("mul", "next")], outputs=["next"])
+    assert _groups(graph, "backward") == [["conv", "add", "sig", "mul"]]
+    assert _groups(graph, "backward", epilogues=False) == [["add", "sig"], ["mul", "next"]]
+
+
 def test_backward_gives_a_conv_its_residual_add():
     # p -> conv -> add <- p: add's pre-dominator is p, beyond the conv; the conv's result is read
     # by the add alone, so the add is its epilogue, as forward makes it.

@@ -39,15 +39,15 @@ Read so, backward fusion gives no conv / matmul its epilogue (the paper, section
 significantly fewer operators than the forward method"); an unrolled LSTM then runs 425 kernels
 where FuseOps runs 170, at 0.57x its speed. With ``epilogues`` (the default) one rule is added, the
 paper's first item of future work (section 7: "altering the fusing rules" to "allow more operator
-fusion"): in phase 0 an element-wise / broadcast op joins a pre-dominator that is a conv / matmul
+fusion"): an element-wise / broadcast op joins a pre-dominator that is a conv / matmul
 group through element-wise and broadcast ops, the epilogue forward gives the contraction, found
-from the consumer's side. Before the three phases, in topological order, an element-wise /
-broadcast op also joins a conv / matmul group that produces one of its inputs and whose results it
-alone reads (the op that post-dominates the group, as forward would fuse it; this also reaches a
-residual add, whose pre-dominator lies beyond the conv because it reads the block's input too), so
-that an element-wise op between two convs becomes the first one's epilogue and not, by the
-mirrored prologue rule, the second one's prologue, recomputed at every window position.
-``epilogues=False`` keeps the mirrored rules alone.
+from the consumer's side, or, failing that, a conv / matmul group that produces one of its inputs
+and whose results it alone reads (the op that post-dominates the group, as forward would fuse it;
+this reaches a residual add, whose pre-dominator lies beyond the conv because it reads the block's
+input too). These epilogue joins run before the three phases, in topological order, so that an
+element-wise op between two convs becomes the first one's epilogue and not, by the mirrored
+prologue rule, the second one's prologue, recomputed at every window position (SiLU's multiply
+before EfficientNet's next conv). ``epilogues=False`` keeps the mirrored rules alone.
 
 Function parameters and constants are not nodes of the graph view, so they do not count as
 predecessors: an op reading a weight still has the in-block producer of its activation as
@@ -234,7 +234,7 @@ class _Partition:
                     # between two convs is the first one's epilogue, not the second one's
                     # prologue (recomputed for every window position of the second conv).
                     for nid in self.graph.topological_order():
-                        self._join_producing_anchor(nid)
+                        self._join_epilogue(orientation, nid)
                 for phase in range(3):
                     self._run_fuse(orientation, phase)
         roots = {id(g.find_root()): g.find_root() for g in self.groups}
@@ -278,22 +278,31 @@ class _Partition:
         elif group_node.pattern <= OpPattern.BROADCAST:
             if o.dom_pattern[nid] <= OpPattern.INJECTIVE or o.dom_pattern[nid] == OpPattern.COMM_REDUCE:
                 self._try_fuse(o, nid, parent, _elemwise_into_anchor)
-            elif (o.guarded and self.epilogues and phase == 0
-                  and o.dom_pattern[nid] == OpPattern.OUT_EWISE_FUSABLE):
-                self._try_fuse(o, nid, parent, _epilogue_of_anchor)
         elif group_node.pattern in (OpPattern.INJECTIVE, OpPattern.TUPLE) and phase == 1:
             # Injective fusion waits for phase 1, so that convolutions finish fusing first.
             self._try_fuse(o, nid, parent, _injective_path)
         # A reduction (kCommReduce) never starts a fusion.
 
-    def _join_producing_anchor(self, nid: int) -> None:
-        """Backward's epilogue rule for an op whose pre-dominator lies beyond the contraction it
-        reads (a residual add, which reads the block's input too): it joins a conv / matmul group
-        that produces one of its inputs and whose every other result stays inside that group, as
-        forward fusion gives a contraction the element-wise op that post-dominates it."""
+    def _join_epilogue(self, o: _Orientation, nid: int) -> None:
+        """Backward's epilogue rule (module docstring) for an element-wise / broadcast op: it joins
+        the conv / matmul group of its pre-dominator through element-wise and broadcast ops, else
+        a conv / matmul group producing one of its inputs whose results it alone reads."""
         group = self.groups[nid].find_root()
         if self.groups[nid].pattern > OpPattern.BROADCAST or group.pattern > OpPattern.BROADCAST:
             return
+        parent = o.dom[nid]
+        if (parent is not None and self.groups[parent].find_root().pattern == OpPattern.OUT_EWISE_FUSABLE
+                and self._count_fused_nodes_with_new_child(o, nid, parent) <= self.max_depth):
+            self._try_fuse(o, nid, parent, _epilogue_of_anchor)
+            if self.groups[nid].find_root() is self.groups[parent].find_root():
+                return
+        self._join_producing_anchor(nid, group)
+
+    def _join_producing_anchor(self, nid: int, group: _Group) -> None:
+        """A conv / matmul group that produces an input of ``nid`` (in ``group``) and whose every
+        other result stays inside it takes ``nid``'s group in: the op that post-dominates the
+        contraction, as forward fusion gives it; this reaches a residual add, whose pre-dominator
+        lies beyond the conv because it reads the block's input too."""
         nodes = self.graph.nodes
         for producer in dict.fromkeys(nodes[nid].inputs):
             anchor = self.groups[producer].find_root()
