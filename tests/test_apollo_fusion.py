@@ -262,3 +262,34 @@ def test_feedback_without_file_stays_in_memory():
     # every multi-op group failed, so every kernel stays alone
     assert not [gv for gv, f in fused.functions_items()
                 if isinstance(f, relax.Function) and is_primitive(f)]
+
+
+@I.ir_module
+class ScaledMaskedSoftmax:
+    @R.function
+    def main(x: R.Tensor((4, 32, 32), "float32"), mask: R.Tensor((1, 32), "float32")):
+        with R.dataflow():
+            scaled = R.multiply(x, R.const(0.125, "float32"))  # the scalar folds: element-wise
+            masked = R.add(scaled, mask)                        # broadcast
+            y = R.nn.softmax(masked, axis=-1)
+            R.output(y)
+        return y
+
+
+def test_an_element_wise_producer_joins_its_broadcast_consumer():
+    """APOLLO Fig. 5's scale -> mask -> softmax is one kernel: the scale by a folded scalar is
+    element-wise, the mask add broadcast (the ``2-element-wise`` row of ``TABLE_1``)."""
+    from tvm_fusion_ext.partitioners.apollo.micro_graphs import apollo_type
+
+    graph = build_graph(tvm.transform.Sequential(preprocess_passes())(ScaledMaskedSoftmax))
+    types = [apollo_type(n) for n in graph.nodes if n.prim_func is not None]
+    assert types[:2] == [PrimitiveType.ELEMENTWISE, PrimitiveType.BROADCAST]
+    from tvm_fusion_ext.hardware import spec_for_target
+    from tvm_fusion_ext.partitioners.apollo import TABLE_1, ApolloPartitioner, without_rules
+
+    spec = spec_for_target(TARGET)
+    paper_rows = without_rules(TABLE_1, "2-element-wise")
+    assert len(ApolloPartitioner(spec)(graph)) == 1
+    assert len(ApolloPartitioner(spec, rules=paper_rows)(graph)) == 2  # the scale stays apart
+    assert _kernels(ScaledMaskedSoftmax, "apollo-no-parallel") == 1
+    assert_same_as_unfused(ScaledMaskedSoftmax, "apollo")

@@ -20,6 +20,11 @@ the default TIR schedule rather than AKG's polyhedral scheduler), as section 3.3
   follows another micro-graph: its output does not cover its input element for element, so it
   cannot be an epilogue (a conv followed by a concatenation is not one output tile). The level
   comes first so that data movement between two ops is absorbed before rules 1-5 see the pair;
+* ``2-element-wise`` (in rule 2's level): an element-wise producer followed by a broadcast
+  consumer aggregates into a broadcast micro-graph, as rule 2 aggregates the reverse order. A
+  scalar constant folded into a TVM PrimFunc (``x * 0.125``) is no input of the op, so the scale
+  of APOLLO's Fig. 5 chain is element-wise here where Definition 2 makes it broadcast, and without
+  this row it stays out of the chain's kernel; ``FuseTIR`` inlines it into the consumer's nest;
 * ``6-matmul-epilogue`` / ``6-conv-epilogue`` (in the 6-matmul / 6-conv levels): a matmul or
   conv also takes broadcast followers (bias adds, inference batch norm), reshaping followers and,
   for a matmul, transposes (the head split / merge of attention): the epilogue the default
@@ -84,7 +89,7 @@ def _data_movement(inner: Iterable[PrimitiveType]) -> tuple[Rule, ...]:
 TABLE_1: tuple[RuleLevel, ...] = (
     _data_movement([EW, BC, TRANSPOSE]),
     _rows("1", [EW], [EW], EW),
-    _rows("2", [BC], [EW], BC),
+    _rows("2", [BC], [EW], BC) + _rows("2-element-wise", [EW], [BC], BC),
     _rows("3", [BC], [BC], BC),
     _rows("4", [EW], [RED], RED),
     _rows("5", [BC], [RED], RED),
