@@ -244,44 +244,40 @@ class _Partition:
     # ---- GraphPartitioner::RunFuse -----------------------------------------------------------
     def _run_fuse(self, o: _Orientation, phase: int) -> None:
         for nid in o.order:
-            if self.groups[nid].pattern == OpPattern.OPAQUE:
+            group_node = self.groups[nid]
+            if group_node.pattern == OpPattern.OPAQUE:
                 continue
-            self._fuse_into_dominator(o, nid, phase)
-
-    def _fuse_into_dominator(self, o: _Orientation, nid: int, phase: int) -> None:
-        """One node's step of ``RunFuse``: try to fuse it into its immediate dominator."""
-        group_node = self.groups[nid]
-        parent = o.dom[nid]
-        if parent is None:
-            return
-        if self._count_fused_nodes_with_new_child(o, nid, parent) > self.max_depth:
-            return
-        dom_parent_group = self.groups[parent]
-        if phase == 2:
-            # Fuse injective ops into intermediate tuples, if any.
-            if group_node.pattern > OpPattern.INJECTIVE:
-                return
-            dom_root_group = dom_parent_group.find_root()
-            if dom_root_group.pattern == OpPattern.TUPLE:
-                return
-            if (dom_parent_group.pattern == OpPattern.TUPLE
-                    and dom_root_group.pattern <= OpPattern.INJECTIVE):
+            parent = o.dom[nid]
+            if parent is None:
+                continue
+            if self._count_fused_nodes_with_new_child(o, nid, parent) > self.max_depth:
+                continue
+            dom_parent_group = self.groups[parent]
+            if phase == 2:
+                # Fuse injective ops into intermediate tuples, if any.
+                if group_node.pattern > OpPattern.INJECTIVE:
+                    continue
+                dom_root_group = dom_parent_group.find_root()
+                if dom_root_group.pattern == OpPattern.TUPLE:
+                    continue
+                if (dom_parent_group.pattern == OpPattern.TUPLE
+                        and dom_root_group.pattern <= OpPattern.INJECTIVE):
+                    self._try_fuse(o, nid, parent, _injective_path)
+                continue
+            if group_node.find_root() is dom_parent_group.find_root():
+                continue
+            if dom_parent_group.pattern == OpPattern.TUPLE:
+                continue
+            if group_node.pattern == OpPattern.OUT_EWISE_FUSABLE:
+                if phase == 0 and o.dom_pattern[nid] == OpPattern.ELEMWISE:
+                    self._try_fuse(o, nid, parent, _broadcast_path)
+            elif group_node.pattern <= OpPattern.BROADCAST:
+                if o.dom_pattern[nid] <= OpPattern.INJECTIVE or o.dom_pattern[nid] == OpPattern.COMM_REDUCE:
+                    self._try_fuse(o, nid, parent, _elemwise_into_anchor)
+            elif group_node.pattern in (OpPattern.INJECTIVE, OpPattern.TUPLE) and phase == 1:
+                # Injective fusion waits for phase 1, so that convolutions finish fusing first.
                 self._try_fuse(o, nid, parent, _injective_path)
-            return
-        if group_node.find_root() is dom_parent_group.find_root():
-            return
-        if dom_parent_group.pattern == OpPattern.TUPLE:
-            return
-        if group_node.pattern == OpPattern.OUT_EWISE_FUSABLE:
-            if phase == 0 and o.dom_pattern[nid] == OpPattern.ELEMWISE:
-                self._try_fuse(o, nid, parent, _broadcast_path)
-        elif group_node.pattern <= OpPattern.BROADCAST:
-            if o.dom_pattern[nid] <= OpPattern.INJECTIVE or o.dom_pattern[nid] == OpPattern.COMM_REDUCE:
-                self._try_fuse(o, nid, parent, _elemwise_into_anchor)
-        elif group_node.pattern in (OpPattern.INJECTIVE, OpPattern.TUPLE) and phase == 1:
-            # Injective fusion waits for phase 1, so that convolutions finish fusing first.
-            self._try_fuse(o, nid, parent, _injective_path)
-        # A reduction (kCommReduce) never starts a fusion.
+            # A reduction (kCommReduce) never starts a fusion.
 
     def _join_epilogue(self, o: _Orientation, nid: int) -> None:
         """Backward's epilogue rule (module docstring) for an element-wise / broadcast op: it joins
