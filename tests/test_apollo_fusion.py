@@ -13,7 +13,10 @@ from tvm.script import relax as R
 import tvm_fusion_ext  # noqa: F401  (registers the pipelines)
 from tvm_fusion_ext.analysis.graph import build_graph
 from tvm_fusion_ext.analysis.primitive_types import PrimitiveType
+from tvm_fusion_ext.hardware import spec_for_target
 from tvm_fusion_ext.ir_utils import is_primitive
+from tvm_fusion_ext.partitioners.apollo import TABLE_1, ApolloPartitioner, without_rules
+from tvm_fusion_ext.partitioners.apollo.micro_graphs import apollo_type
 from tvm_fusion_ext.pipelines import fusion_pipeline, preprocess_passes
 from tvm_fusion_ext.relax_passes.apollo_fusion import ApolloFusion, apollo_preprocess
 from tvm_fusion_ext.relax_passes.open_compound_ops import OpenCompoundOps
@@ -143,8 +146,6 @@ class DataMovement:
 
 
 def test_data_movement_sub_kinds():
-    from tvm_fusion_ext.partitioners.apollo.micro_graphs import apollo_type
-
     graph = build_graph(tvm.transform.Sequential(preprocess_passes())(DataMovement))
     types = [apollo_type(n).value for n in graph.nodes if n.prim_func is not None]
     # expand_dims only adds a unit dimension: element-wise already (section 3.3's relations skip
@@ -279,14 +280,9 @@ class ScaledMaskedSoftmax:
 def test_an_element_wise_producer_joins_its_broadcast_consumer():
     """APOLLO Fig. 5's scale -> mask -> softmax is one kernel: the scale by a folded scalar is
     element-wise, the mask add broadcast (the ``2-element-wise`` row of ``TABLE_1``)."""
-    from tvm_fusion_ext.partitioners.apollo.micro_graphs import apollo_type
-
     graph = build_graph(tvm.transform.Sequential(preprocess_passes())(ScaledMaskedSoftmax))
     types = [apollo_type(n) for n in graph.nodes if n.prim_func is not None]
     assert types[:2] == [PrimitiveType.ELEMENTWISE, PrimitiveType.BROADCAST]
-    from tvm_fusion_ext.hardware import spec_for_target
-    from tvm_fusion_ext.partitioners.apollo import TABLE_1, ApolloPartitioner, without_rules
-
     spec = spec_for_target(TARGET)
     paper_rows = without_rules(TABLE_1, "2-element-wise")
     assert len(ApolloPartitioner(spec)(graph)) == 1
