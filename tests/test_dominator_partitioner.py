@@ -122,6 +122,23 @@ def test_backward_gives_a_conv_its_residual_add():
     assert _groups(graph, "backward", epilogues=False) == []
 
 
+def test_backward_joins_an_element_wise_op_to_the_producers_it_alone_reads():
+    # An LSTM cell's f * c: f = sigmoid(gates) is read by the multiply alone, c comes from the
+    # previous step and is read elsewhere too. The multiply has no pre-dominator; it post-dominates
+    # the sigmoid, which forward fusion and backward's sole-reader rule give it.
+    graph = DataflowGraph.from_edges(
+        {"gates": "opaque", "c": "opaque", "f": "element-wise", "fc": "element-wise", "other": "opaque"},
+        [("gates", "f"), ("f", "fc"), ("c", "fc"), ("c", "other")], outputs=["fc", "other"])
+    assert graph.pre_dominators()[graph.index_of("fc")] is None
+    assert _groups(graph, "backward") == _groups(graph, "forward") == [["f", "fc"]]
+    assert _groups(graph, "backward", epilogues=False) == []
+    # A producer with a second reader stays apart.
+    graph = DataflowGraph.from_edges(
+        {"gates": "opaque", "c": "opaque", "f": "element-wise", "fc": "element-wise", "other": "opaque"},
+        [("gates", "f"), ("f", "fc"), ("c", "fc"), ("f", "other")], outputs=["fc", "other"])
+    assert _groups(graph, "backward") == _groups(graph, "forward") == []
+
+
 def test_forward_follows_fuse_ops_rules():
     # conv -> bias (broadcast) -> relu -> sum -> scale ; transpose -> relu
     graph = DataflowGraph.from_edges(
@@ -156,7 +173,10 @@ def test_both_never_creates_a_cycle():
     graph = DataflowGraph.from_edges(
         {"d": "element-wise", "n": "element-wise", "w": "opaque", "z": "element-wise"},
         [("d", "n"), ("n", "z"), ("d", "w"), ("w", "z")], outputs=["z"])
-    assert _all(graph) == {"forward": [["n", "z"]], "backward": [["d", "n"]], "both": [["n", "z"]]}
+    assert _all(graph) == {"forward": [["n", "z"]], "backward": [["n", "z"]], "both": [["n", "z"]]}
+    # The mirrored rules alone join n to its pre-dominator d (no cycle); with epilogues z, n's
+    # sole reader, takes n first, and d then stays out: {d, n, z} would not be convex.
+    assert _groups(graph, "backward", epilogues=False) == [["d", "n"]]
     for direction in ("forward", "backward", "both"):
         groups = dominator_groups(graph, direction)
         assert all(graph.group_is_convex(g) for g in groups)

@@ -41,10 +41,12 @@ where FuseOps runs 170, at 0.57x its speed. With ``epilogues`` (the default) one
 paper's first item of future work (section 7: "altering the fusing rules" to "allow more operator
 fusion"): an element-wise / broadcast op joins a pre-dominator that is a conv / matmul
 group through element-wise and broadcast ops, the epilogue forward gives the contraction, found
-from the consumer's side, or, failing that, a conv / matmul group that produces one of its inputs
-and whose results it alone reads (the op that post-dominates the group, as forward would fuse it;
-this reaches a residual add, whose pre-dominator lies beyond the conv because it reads the block's
-input too). These epilogue joins run before the three phases, in topological order, so that an
+from the consumer's side, or, failing that, the groups producing its inputs whose results it alone
+reads, each a conv / matmul group or element-wise / broadcast only (the op post-dominates such a
+group directly, as forward would fuse it). This reaches a residual add, whose pre-dominator lies
+beyond the conv because it reads the block's input too, and an LSTM cell's ``f * c``, whose inputs
+come from two steps (no pre-dominator in the block): without it, an unrolled LSTM keeps one kernel
+per gate activation and per product. These epilogue joins run before the three phases, in topological order, so that an
 element-wise op between two convs becomes the first one's epilogue and not, by the mirrored
 prologue rule, the second one's prologue, recomputed at every window position (SiLU's multiply
 before EfficientNet's next conv). ``epilogues=False`` keeps the mirrored rules alone.
@@ -282,7 +284,7 @@ class _Partition:
     def _join_epilogue(self, o: _Orientation, nid: int) -> None:
         """Backward's epilogue rule (module docstring) for an element-wise / broadcast op: it joins
         the conv / matmul group of its pre-dominator through element-wise and broadcast ops, else
-        a conv / matmul group producing one of its inputs whose results it alone reads."""
+        the groups producing its inputs whose results it alone reads."""
         group = self.groups[nid].find_root()
         if self.groups[nid].pattern > OpPattern.BROADCAST or group.pattern > OpPattern.BROADCAST:
             return
@@ -292,25 +294,27 @@ class _Partition:
             self._try_fuse(o, nid, parent, _epilogue_of_anchor)
             if self.groups[nid].find_root() is self.groups[parent].find_root():
                 return
-        self._join_producing_anchor(nid, group)
+        self._join_sole_read_producers(nid)
 
-    def _join_producing_anchor(self, nid: int, group: _Group) -> None:
-        """A conv / matmul group that produces an input of ``nid`` (in ``group``) and whose every
-        other result stays inside it takes ``nid``'s group in: the op that post-dominates the
-        contraction, as forward fusion gives it; this reaches a residual add, whose pre-dominator
-        lies beyond the conv because it reads the block's input too."""
+    def _join_sole_read_producers(self, nid: int) -> None:
+        """Each group that produces an input of ``nid`` and whose every other result stays inside
+        it takes ``nid``'s group in, when it is a conv / matmul group or element-wise / broadcast
+        only: ``nid`` post-dominates that group directly, as forward fusion would fuse them. This
+        reaches a residual add, whose pre-dominator lies beyond the conv because it reads the
+        block's input too, and an LSTM cell's ``f * c``, whose inputs come from two steps."""
         nodes = self.graph.nodes
         for producer in dict.fromkeys(nodes[nid].inputs):
-            anchor = self.groups[producer].find_root()
-            if anchor is group or anchor.pattern != OpPattern.OUT_EWISE_FUSABLE:
+            group = self.groups[nid].find_root()
+            source = self.groups[producer].find_root()
+            if source is group or (source.pattern > OpPattern.BROADCAST
+                                   and source.pattern != OpPattern.OUT_EWISE_FUSABLE):
                 continue
-            members = set(anchor.members)
+            members = set(source.members)
             if any(nodes[m].is_block_output or not set(nodes[m].outputs) <= members | {nid}
-                   for m in anchor.members):
+                   for m in source.members):
                 continue
-            if anchor.num_nodes + group.num_nodes <= self.max_depth and self._safe_union([anchor, group]):
-                self._merge_from_to(group, anchor)
-                return
+            if source.num_nodes + group.num_nodes <= self.max_depth and self._safe_union([source, group]):
+                self._merge_from_to(group, source)
 
     def _try_fuse(self, o: _Orientation, src: int, sink: int, fcond: PathCondition) -> None:
         if self._check_path(o, src, sink, fcond) and (not o.guarded or self._is_safe(o, src, sink)):
