@@ -94,6 +94,18 @@ def test_depthwise_conv(hw, planned):
     assert plan.register is None and plan.rows == 1 and plan.vectors == 2  # 16 of 112 columns
 
 
+@pytest.mark.parametrize("batch", [1, 8])
+def test_nhwc_depthwise_conv_is_left_to_the_plain_schedule(batch):
+    """NHWC depthwise: every operand is contiguous along the channels, so the fastest micro-kernel
+    broadcasts nothing and the plain schedule vectorises the channels. At batch 8 the batch loop
+    (8 lanes, unused by the weight) must not win: its input would be packed per channel, at every
+    tile (5 GFLOP/s on MobileNetV2's depthwise convs)."""
+    anchor = _anchor(relax.op.nn.conv2d, (batch, 112, 112, 96), (3, 3, 1, 96), strides=2, padding=1,
+                     groups=96, data_layout="NHWC", kernel_layout="HWIO")
+    assert plan_register_tile(anchor, AVX2) is None
+    assert plan_register_tile(anchor, AVX2, lanes=4) is None
+
+
 def test_register_budget_and_core_count_hold_for_every_plan():
     anchors = [_matmul((128, 768), (768, 768)), _matmul((12, 128, 64), (12, 64, 128)),
                _conv((1, 256, 14, 14), (512, 256, 1, 1)), _conv((1, 512, 7, 7), (512, 512, 3, 3), padding=1)]

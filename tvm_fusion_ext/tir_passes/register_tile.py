@@ -95,16 +95,17 @@ class RegisterTile:
 def plan_register_tile(info: BlockInfo, spec: HardwareSpec, lanes: int | None = None,
                        prepacked: Collection = ()) -> RegisterTile | None:
     """The register tile of contraction ``info`` on ``spec``, or ``None`` when no spatial loop
-    can be vectorised that way (no extent is a multiple of the lanes, or every operand uses it).
+    can be vectorised that way (no extent is a multiple of the lanes, or every operand uses it)
+    or when the fastest micro-kernel broadcasts nothing (see :func:`_micro_kernels`).
     ``lanes`` defaults to the spec's full vector width for the output's dtype; ``prepacked`` are
     the operand buffers the schedule lays out at compile time (layout-free weights, see
     ``loop_fusion.layout_free_buffers``), whose panels are contiguous."""
     lanes = lanes or spec.vector_lanes(str(info.block.writes[0].source.dtype))
     best = None
-    for key, micro in _micro_kernels(info, lanes, spec, prepacked):
+    for key, micro, broadcasts in _micro_kernels(info, lanes, spec, prepacked):
         if best is None or key > best[0]:
-            best = (key, micro)
-    if best is None:
+            best = (key, micro, broadcasts)
+    if best is None or not best[2]:
         return None
     micro = best[1]
     reduce_block = _reduce_block(info, micro, _contiguous(info, micro.packed, prepacked), spec.panel_bytes())
@@ -119,8 +120,13 @@ def _contiguous(info: BlockInfo, packed: tuple[int, ...], prepacked: Collection)
 
 
 def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: Collection = ()):
-    """``(key, RegisterTile without blocking)`` for every feasible micro-kernel; larger key is
-    better: fewer cycles per output, then more accumulators, fewer packed operands, more rows."""
+    """``(key, RegisterTile without blocking, broadcasts)`` for every feasible micro-kernel; larger
+    key is better: fewer cycles per output, then more accumulators, fewer packed operands, more
+    rows. ``broadcasts`` is false for a micro-kernel that streams every operand (a depthwise conv
+    along its channels): a register tile adds no reuse to it, so when it is the fastest,
+    :func:`plan_register_tile` leaves the anchor to the plain schedule, which vectorises that
+    loop too. Scored with the others, it keeps a worse plan from winning: a batch-8 NHWC depthwise
+    conv vectorised along the batch, its input packed per channel at every tile."""
     operands = info.operand_reads
     uses = {p: [bool(_dims_using(read, info.loop_iters[p].var)) for read in operands]
             for p in info.spatial_positions}  # spatial loop -> which operands it walks
@@ -133,8 +139,9 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
             continue
         var = info.loop_iters[v].var
         streamed = [i for i in range(len(operands)) if uses[v][i]]
-        if len(streamed) == len(operands):
-            continue  # nothing to broadcast: no reuse across a register loop
+        # Every operand streamed (a depthwise conv along its channels): nothing is broadcast, so
+        # there is no register loop, and each step loads one vector of every operand per FMA.
+        loads = len(streamed) if len(streamed) == len(operands) else None
         kinds = [_walk(operands[i], var) for i in streamed]
         out_kind = _walk(output, var)
         if None in kinds or out_kind is None:
@@ -150,32 +157,38 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
             row_choices = divisors(info.extents[q]) if q is not None else [1]
             for vectors in divisors(extent // lanes):
                 for rows in row_choices:
-                    if registers_needed(rows, vectors, headroom) > spec.vector_registers:
+                    if registers_needed(rows, vectors, headroom, loads) > spec.vector_registers:
                         continue
                     micro = {v: vectors * lanes, **({q: rows} if q is not None else {})}
                     lines = _lines_per_step(info, micro, contiguous, uses)
-                    cost = reduction * _step_cycles(rows, vectors, lines, spec) / (rows * vectors * lanes)
+                    cost = reduction * _step_cycles(rows, vectors, lines, spec, loads) / (rows * vectors * lanes)
                     cost += _TRANSPOSED_OUTPUT_CYCLES if transposed else 0.0
                     key = (-round(cost, 9), rows * vectors, -len(packed), rows, -1 if q is None else q)
-                    yield key, RegisterTile(v, lanes, vectors, q, rows, packed, transposed)
+                    yield key, RegisterTile(v, lanes, vectors, q, rows, packed, transposed), loads is None
 
 
-def registers_needed(rows: int, vectors: int, headroom: int) -> int:
+def registers_needed(rows: int, vectors: int, headroom: int, streamed_operands: int | None = None) -> int:
     """Vector registers a ``rows x vectors`` micro-kernel holds at once: its accumulators, the
     ``vectors`` streamed operands of one reduction step, and either one broadcast register and the
     window's ``headroom``, or, with a single streamed vector, one register per row: each broadcast
     then feeds one FMA, and LLVM issues all of a step's broadcasts ahead of its FMAs (an 8 x 1
     micro-kernel of a 1x1 conv over 56 columns spilled an accumulator every other step, at 37%
-    of the FMA peak; 4 x 2 along the output channels, 1.7x faster)."""
+    of the FMA peak; 4 x 2 along the output channels, 1.7x faster). With ``streamed_operands``
+    (every operand streamed, none broadcast) a step holds that many vectors per accumulator."""
+    if streamed_operands is not None:
+        return rows * vectors + streamed_operands * vectors + headroom
     broadcasts = rows if vectors == 1 else 1
     return rows * vectors + vectors + max(broadcasts, 1 + headroom)
 
 
-def _step_cycles(rows: int, vectors: int, lines: float, spec: HardwareSpec) -> float:
+def _step_cycles(rows: int, vectors: int, lines: float, spec: HardwareSpec,
+                 streamed_operands: int | None = None) -> float:
     """Cycles of one reduction step of a ``rows x vectors`` micro-kernel that brings ``lines``
     cache lines into L1: FMA throughput, load throughput (``vectors`` streamed loads + ``rows``
-    broadcasts), the FMA latency chain, or the line fills from L2."""
-    return max(rows * vectors / spec.fma_units, (rows + vectors) / spec.load_units, spec.fma_latency,
+    broadcasts, or ``streamed_operands`` loads per vector when nothing is broadcast), the FMA
+    latency chain, or the line fills from L2."""
+    loads = rows + vectors if streamed_operands is None else streamed_operands * vectors
+    return max(rows * vectors / spec.fma_units, loads / spec.load_units, spec.fma_latency,
                lines * spec.line_fill_cycles)
 
 
