@@ -1,5 +1,7 @@
 """DefaultSchedule: dlight-style rule chain, fallback, is_scheduled, registration, end to end."""
 
+from math import erf
+
 import numpy as np
 import pytest
 import tvm
@@ -9,6 +11,7 @@ from tvm.s_tir import dlight as dl
 from tvm.script import ir as I
 from tvm.script import relax as R
 
+from tvm_fusion_ext.driver.build import build_with_phases
 from tvm_fusion_ext.hardware import HardwareSpec
 from tvm_fusion_ext.tir_passes import DefaultSchedule, PlainSchedule, default_schedule_pass
 from tvm_fusion_ext.tir_passes.default_schedule import schedule_remarks
@@ -134,3 +137,28 @@ def test_unchecked_primitives_restore_the_type_checks_after_the_last_scope():
     assert s_tir.Schedule.split is checked
     with pytest.raises(TypeError, match="split"):
         s_tir.Schedule(tvm.IRModule()).split("not a loop", [2])
+
+
+@I.ir_module
+class ReshapeGeluReshape:
+    @R.function
+    def main(x: R.Tensor((10, 32), "float32")) -> R.Tensor((10, 32), "float32"):
+        with R.dataflow():
+            y = R.reshape(x, (2, 5, 32))
+            z = R.nn.gelu(y)
+            out = R.reshape(z, (10, 32))
+            R.output(out)
+        return out
+
+
+def test_inlined_reshapes_leave_no_div_mod_index_after_scheduling():
+    """The schedule inlines both reshapes into the GELU and leaves ``i // 5 * 5 + i % 5`` as the
+    row index, which LLVM does not see through (a GEMM with such an epilogue kept its accumulators
+    in memory); the CPU pipeline simplifies every kernel after scheduling."""
+    executable, _, scheduled = build_with_phases(ReshapeGeluReshape, "stock", tvm.target.Target("llvm"))
+    (kernel,) = [f for _, f in scheduled.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert "% T.int64(5)" not in kernel.script()
+    x = np.random.default_rng(0).uniform(-2, 2, (10, 32)).astype("float32")
+    out = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    ref = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))))(x)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
