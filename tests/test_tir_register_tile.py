@@ -5,6 +5,7 @@ operand is packed, micro-kernel shape, reduction block and spatial tile, on zoo-
 import pytest
 import tvm
 from tvm import relax, s_tir
+from tvm.script import tirx as T
 
 from tvm_fusion_ext.hardware import CPUSpec
 from tvm_fusion_ext.tir_passes.analysis import analyze_blocks, pick_anchor
@@ -163,3 +164,32 @@ def test_nchw_1x1_conv_over_56_columns_vectorises_output_channels():
     assert (anchor.loop_iters[plan.vector].var.name, plan.vectors) == ("v_ff", 2)
     assert (anchor.loop_iters[plan.register].var.name, plan.rows) == ("v_xx", 4)
     assert plan.transposed
+
+
+@T.prim_func(s_tir=True)
+def _reshaped_matmul(x: T.Buffer((8, 197, 192), "float32"), w: T.Buffer((192, 192), "float32"),
+                     y: T.Buffer((1576, 192), "float32")):
+    """A matmul reading its input through the reshape ``FuseTIR`` inlined in front of it: row
+    ``i`` of ``[1576, 192]`` is ``x[i // 197, i % 197]``."""
+    T.func_attr({"tirx.noalias": True})
+    for i, j, k in T.grid(1576, 192, 192):
+        with T.sblock("matmul"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                y[vi, vj] = T.float32(0)
+            y[vi, vj] = y[vi, vj] + x[vi // 197, vi % 197, vk] * w[vk, vj]
+
+
+def test_a_reshaped_input_counts_the_rows_it_reads():
+    """``i // 197`` and ``i % 197`` are not affine one by one, but their flattened index is ``i``:
+    the input is one dimension of 1576 rows, so a micro-kernel's panel is its rows, not the whole
+    tensor, and the reduction is blocked inside the micro-kernels (counted whole, the panel
+    overflowed L1 and the 192-step reduction ran outside them, accumulators in memory)."""
+    infos = [info for _, info in analyze_blocks(s_tir.Schedule(_reshaped_matmul.with_attr("global_symbol", "main")))]
+    anchor = infos[pick_anchor(infos)]
+    x_access = anchor.accesses[0]
+    assert len(x_access.dims) == 2 and x_access.dims[0][0] == 1576
+    rows = [4 if anchor.loop_iters[p].var.name == "vi" else 1 for p in range(len(anchor.extents))]
+    assert x_access.elements(rows) == 4
+    plan = plan_register_tile(anchor, AVX2)
+    assert max(plan.reduce_block.values()) > 1

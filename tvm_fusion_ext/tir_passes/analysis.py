@@ -65,18 +65,8 @@ class BlockInfo:
         """The :class:`Access` of every operand read (in :attr:`operand_reads` order) and of the
         write, computed once per block."""
         iters = [iv.var for iv in self.loop_iters]
-        out = []
-        for region in list(self.operand_reads) + list(self.block.writes):
-            dims = []
-            for dim, rg in enumerate(region.region):
-                size = int(region.source.shape[dim])
-                coeffs = sym.detect_linear_equation(rg.min, iters) if _is_int(rg.extent) else []
-                if len(coeffs) == 0:
-                    dims.append((size, None, None))
-                else:
-                    dims.append((size, int(rg.extent), tuple(int(c) for c in coeffs[:-1])))
-            out.append(Access(tuple(dims), tvm.runtime.DataType(str(region.source.dtype)).bits // 8))
-        return tuple(out)
+        return tuple(Access(_affine_dims(region, iters), tvm.runtime.DataType(str(region.source.dtype)).bits // 8)
+                     for region in list(self.operand_reads) + list(self.block.writes))
 
     @property
     def operand_reads(self) -> list:
@@ -242,6 +232,45 @@ class Access:
         row_stride = math.prod(sizes[split:]) * self.itemsize
         align = math.gcd(line, run_bytes, row_stride)
         return rows * (run_bytes + line - align)
+
+
+def _affine_dims(region, iters) -> tuple:
+    """:attr:`Access.dims` of ``region``. A run of dimensions whose indices are not affine one by
+    one but whose flattened index is (``i // 197``, ``i % 197``: a reshape ``FuseTIR`` inlined in
+    front of a matmul, reading ``[8, 197, 192]`` as ``[1576, 192]``) is one dimension of their
+    combined size; counted whole, it made a panel of four rows the whole tensor."""
+    shape = [int(n) for n in region.source.shape]
+    ranges = list(region.region)
+
+    def affine(index):
+        coeffs = sym.detect_linear_equation(index, iters)
+        return None if len(coeffs) == 0 else tuple(int(c) for c in coeffs[:-1])
+
+    dims, dim = [], 0
+    while dim < len(ranges):
+        rg = ranges[dim]
+        coeffs = affine(rg.min) if _is_int(rg.extent) else None
+        if coeffs is not None:
+            dims.append((shape[dim], int(rg.extent), coeffs))
+            dim += 1
+            continue
+        merged = None
+        if all(_is_int(r.extent) and int(r.extent) == 1 for r in ranges[dim:]):
+            analyzer = sym.Analyzer()
+            flat = ranges[dim].min
+            for last in range(dim + 1, len(ranges)):
+                flat = flat * shape[last] + ranges[last].min
+                coeffs = affine(analyzer.simplify(flat))
+                if coeffs is not None:
+                    merged = (last, (math.prod(shape[dim:last + 1]), 1, coeffs))
+                    break
+        if merged is None:
+            dims.append((shape[dim], None, None))
+            dim += 1
+        else:
+            dims.append(merged[1])
+            dim = merged[0] + 1
+    return tuple(dims)
 
 
 def tile_footprint(info: BlockInfo, tile: dict[int, int]) -> int:
