@@ -208,6 +208,22 @@ def test_grouping_refuses_unsplittable_and_non_fusible():
     assert tiny.groups == [[0], [1], [2]] and tiny.best == [None, None, None]
 
 
+def test_cpu_grouping_gives_a_strided_conv_its_epilogue():
+    """A conv whose input is 4x its output (stride 2): rule (i) keeps it apart from its bias and
+    ReLU (f(conv) > f(bias): a large factor would propagate past the down-sampling). The CPU
+    kernel generator (``single_anchor``) applies them in the conv's write-back, with no LB of
+    their own, so there they join it; a transpose (another shape) does not."""
+    b = _Builder()
+    x = b.add("x", (8, 64, 64, 64), fusible=False)
+    conv = b.add("conv", (8, 64, 32, 32), [x], contracted=frozenset({1}), window={2: 2, 3: 2}, anchor=True)
+    relu = b.add("relu", (8, 64, 32, 32), [b.add("bias", (8, 64, 32, 32), [conv])])
+    b.add("transpose", (8, 32, 32, 64), [relu])
+    b.ops[-1].is_output = True
+    g = b.graph()
+    assert group_subgraphs(g, 1 << 19).groups == [[0], [1], [2, 3, 4]]
+    assert group_subgraphs(g, 1 << 19, single_anchor=True).groups == [[0], [1, 2, 3], [4]]
+
+
 def test_chains_run_the_four_stages_as_one_kernel_in_dfs_order():
     """Fig. 6's instances line up slice for slice along the batch (b1 needs a1, a2 only), so the
     DFS order of Fig. 7(f) can run the four stage sub-graphs as one kernel; the graph input

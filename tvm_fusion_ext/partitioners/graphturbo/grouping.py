@@ -8,6 +8,10 @@ lowers the number of SGs. A merge is allowed only by the rules:
      propagates past a down-sampling) and ``f(SG) <= f(SG2)`` (LB utilisation not worse);
 (ii) diamond SG2..SG4 into SG: ``f(SG) <= max(f(SG2), f(SG3), f(SG4))``.
 
+With ``single_anchor`` (the CPU kernel generator) an SG of element-wise ops that follows an
+anchor's SG (its bias, activation, residual add) joins it without rule (i)'s LB preconditions:
+the CPU schedule applies it in the anchor's write-back (``_Grouper._epilogue``).
+
 An SG whose SplitInfo is empty (no split fits LB) never merges. Merges that would create a cycle
 between SGs are refused, and so are merges of non-fusible ops; ``max_ops`` (optional) caps an SG's
 size, and ``single_anchor`` lets an SG hold at most one anchor op (an op with a reduction loop:
@@ -103,12 +107,29 @@ class _Grouper:
 
     # ---- rules ----------------------------------------------------------------------------------
     def rule_i(self, first: frozenset[int], second: frozenset[int]) -> frozenset[int] | None:
-        f1, f2 = self.factor(first), self.factor(second)
         union = first | second
+        if self._epilogue(first, second):
+            return union if self._mergeable(union) and self._accepted([first, second]) else None
+        f1, f2 = self.factor(first), self.factor(second)
         if f1 is None or f2 is None or f2 < f1 or not self._mergeable(union):
             return None
         f = self.factor(union)
         return union if f is not None and f <= f2 and self._accepted([first, second]) else None
+
+    def _epilogue(self, first: frozenset[int], second: frozenset[int]) -> bool:
+        """With ``single_anchor`` (the CPU kernel generator), is ``second`` an element-wise
+        epilogue of ``first``'s anchor: no anchor of its own, every op of the anchor's output
+        shape? That generator applies such ops to the register tile as it writes it back (section
+        4.1's loop fusion), so they take no LB of their own and rule (i)'s LB preconditions do
+        not apply to them; without this, a batch-8 MobileNetV2 kept 22 convs apart from their bias
+        and ReLU6."""
+        if not self.single_anchor or any(self.graph.ops[op].anchor for op in second):
+            return False
+        anchors = [op for op in first if self.graph.ops[op].anchor]
+        if len(anchors) != 1:
+            return False
+        shape = self.graph.ops[anchors[0]].shape
+        return all(self.graph.ops[op].shape == shape for op in second)
 
     def rule_ii(self, parts: list[frozenset[int]]) -> frozenset[int] | None:
         factors = [self.factor(p) for p in parts]
