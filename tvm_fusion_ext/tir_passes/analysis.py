@@ -241,36 +241,35 @@ def _affine_dims(region, iters) -> tuple:
     combined size; counted whole, it made a panel of four rows the whole tensor."""
     shape = [int(n) for n in region.source.shape]
     ranges = list(region.region)
-
-    def affine(index):
-        coeffs = sym.detect_linear_equation(index, iters)
-        return None if len(coeffs) == 0 else tuple(int(c) for c in coeffs[:-1])
-
     dims, dim = [], 0
     while dim < len(ranges):
-        rg = ranges[dim]
-        coeffs = affine(rg.min) if _is_int(rg.extent) else None
-        if coeffs is not None:
-            dims.append((shape[dim], int(rg.extent), coeffs))
-            dim += 1
-            continue
-        merged = None
-        if all(_is_int(r.extent) and int(r.extent) == 1 for r in ranges[dim:]):
-            analyzer = sym.Analyzer()
-            flat = ranges[dim].min
-            for last in range(dim + 1, len(ranges)):
-                flat = flat * shape[last] + ranges[last].min
-                coeffs = affine(analyzer.simplify(flat))
-                if coeffs is not None:
-                    merged = (last, (math.prod(shape[dim:last + 1]), 1, coeffs))
-                    break
-        if merged is None:
-            dims.append((shape[dim], None, None))
-            dim += 1
-        else:
-            dims.append(merged[1])
-            dim = merged[0] + 1
+        dim, entry = _dimension_run(ranges, shape, dim, iters)
+        dims.append(entry)
     return tuple(dims)
+
+
+def _dimension_run(ranges, shape, dim, iters) -> tuple[int, tuple]:
+    """``(first dimension after the run, its Access.dims entry)`` for the run starting at ``dim``:
+    ``dim`` alone when its index is affine (or when no run from it is), else the shortest run of
+    single-point dimensions whose flattened index is affine."""
+    coeffs = _affine_coeffs(ranges[dim].min, iters) if _is_int(ranges[dim].extent) else None
+    if coeffs is not None:
+        return dim + 1, (shape[dim], int(ranges[dim].extent), coeffs)
+    if all(_is_int(r.extent) and int(r.extent) == 1 for r in ranges[dim:]):
+        analyzer = sym.Analyzer()
+        flat = ranges[dim].min
+        for last in range(dim + 1, len(ranges)):
+            flat = flat * shape[last] + ranges[last].min
+            coeffs = _affine_coeffs(analyzer.simplify(flat), iters)
+            if coeffs is not None:
+                return last + 1, (math.prod(shape[dim:last + 1]), 1, coeffs)
+    return dim + 1, (shape[dim], None, None)
+
+
+def _affine_coeffs(index, iters) -> tuple[int, ...] | None:
+    """The coefficient of each loop variable in ``index``, or None when it is not affine."""
+    coeffs = sym.detect_linear_equation(index, iters)
+    return None if len(coeffs) == 0 else tuple(int(c) for c in coeffs[:-1])
 
 
 def tile_footprint(info: BlockInfo, tile: dict[int, int]) -> int:

@@ -8,8 +8,10 @@ of the reduction (the GotoBLAS / BLIS design):
 * the **vector loop** is a spatial loop whose extent is a multiple of the vector lanes. Every
   operand it walks is *streamed*: contiguous along it, or *packed* - copied per tile into a local
   buffer whose last dimension is the vector loop (an NCHW conv weight ``[F, C, R, S]`` becomes
-  ``[C, R, S, F]``). At least one operand must not use the loop; it is *broadcast* (one scalar
-  load per accumulator row). When the output is not contiguous along the vector loop the
+  ``[C, R, S, F]``). An operand that does not use the loop is *broadcast* (one scalar load per
+  accumulator row). A loop every operand uses (a depthwise conv's channels in NHWC) is scored
+  too, and when it wins the plain schedule takes the anchor: a register tile adds no reuse to
+  it. When the output is not contiguous along the vector loop the
   accumulator is kept in a local buffer with that dimension last (``transposed``);
 * the **register loop** is a spatial loop that no streamed operand uses, so each streamed vector
   load is reused ``rows`` times (the ``i`` of a matmul, the output column ``x`` of an NCHW conv);
