@@ -224,6 +224,24 @@ def test_cpu_grouping_gives_a_strided_conv_its_epilogue():
     assert group_subgraphs(g, 1 << 19, single_anchor=True).groups == [[0], [1, 2, 3], [4]]
 
 
+def test_cpu_grouping_keeps_computing_ops_out_of_a_matmuls_prologue():
+    """An LSTM cell's ``h = o * tanh(c)`` feeds the next step's matmul alone: a straight merge.
+    The CPU kernel generator (``single_anchor``) would inline the multiply into the matmul's
+    micro-kernel, once per column tile, so there it stays apart; a reshape (data movement only)
+    still joins, and the paper's rules (no ``single_anchor``) merge both."""
+    for computes, cpu_groups in ((True, [[0], [1], [2], [3, 4]]), (False, [[0], [1], [2, 3, 4]])):
+        b = _Builder()
+        o = b.add("o", (4, 128), fusible=False)
+        c = b.add("c", (4, 128), fusible=False)
+        h = b.add("h", (4, 128), [o, c], computes=computes)
+        matmul = b.add("matmul", (4, 512), [h], contracted=frozenset({1}), anchor=True, contraction=True)
+        b.add("bias", (4, 512), [matmul])
+        b.ops[-1].is_output = True
+        g = b.graph()
+        assert group_subgraphs(g, 1 << 19, single_anchor=True).groups == cpu_groups
+        assert group_subgraphs(g, 1 << 19).groups == [[0], [1], [2, 3, 4]]
+
+
 def test_chains_run_the_four_stages_as_one_kernel_in_dfs_order():
     """Fig. 6's instances line up slice for slice along the batch (b1 needs a1, a2 only), so the
     DFS order of Fig. 7(f) can run the four stage sub-graphs as one kernel; the graph input

@@ -10,7 +10,10 @@ lowers the number of SGs. A merge is allowed only by the rules:
 
 With ``single_anchor`` (the CPU kernel generator) an SG of element-wise ops that follows an
 anchor's SG (its bias, activation, residual add) joins it without rule (i)'s LB preconditions:
-the CPU schedule applies it in the anchor's write-back (``_Grouper._epilogue``).
+the CPU schedule applies it in the anchor's write-back (``_Grouper._epilogue``). Conversely, no
+op that computes may precede a conv or matmul inside its SG: that generator inlines it into the
+contraction's operand load, where it is recomputed once per column tile inside the micro-kernel
+(``_Grouper._recomputed_prologue``); data movement (a reshape, a transpose) may.
 
 An SG whose SplitInfo is empty (no split fits LB) never merges. Merges that would create a cycle
 between SGs are refused, and so are merges of non-fusible ops; ``max_ops`` (optional) caps an SG's
@@ -86,9 +89,27 @@ class _Grouper:
             return False
         if self.max_ops is not None and len(union) > self.max_ops:
             return False
-        if self.single_anchor and sum(self.graph.ops[op].anchor for op in union) > 1:
+        if self.single_anchor and (sum(self.graph.ops[op].anchor for op in union) > 1
+                                   or self._recomputed_prologue(union)):
             return False
         return not self._creates_cycle(union)
+
+    def _recomputed_prologue(self, union: frozenset[int]) -> bool:
+        """Does an op that computes reach a conv or matmul of ``union`` inside it? The CPU kernel
+        generator would inline it into the micro-kernel (an LSTM cell's ``o * tanh(c)`` ahead of
+        the next step's matmul cost that matmul 1.7x its time)."""
+        ops = self.graph.ops
+        stack = [p for op in union if ops[op].contraction for p in ops[op].inputs if p in union]
+        seen = set()
+        while stack:
+            op = stack.pop()
+            if op in seen:
+                continue
+            seen.add(op)
+            if ops[op].computes and not ops[op].anchor:
+                return True
+            stack.extend(p for p in ops[op].inputs if p in union)
+        return False
 
     def _creates_cycle(self, union: frozenset[int]) -> bool:
         frontier = [c for op in union for c in self.graph.consumers[op] if c not in union]

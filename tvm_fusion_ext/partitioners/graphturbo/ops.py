@@ -34,6 +34,8 @@ class TurboOp:
     window: dict[int, int] = field(default_factory=dict)
     unbindable: frozenset[int] = frozenset()
     anchor: bool = False  # has a reduction loop (conv, matmul, reduction): section 4.1's anchor
+    contraction: bool = False  # a conv or matmul anchor
+    computes: bool = True  # does arithmetic (False: a reshape, transpose, slice: data movement only)
     # From the op's TIR (:func:`.dim_maps.split_maps`): per producer op, {output dim: (producer
     # dim, halo)} for the output dims a split of which needs only part of that producer. None
     # (hand-built graphs): same-rank inputs split along the same dim unless ``contracted``, with
@@ -90,6 +92,8 @@ def from_dataflow_graph(graph: DataflowGraph) -> TurboGraph:
             name=node.name, shape=tuple(shape), out_bytes=node.out_bytes, inputs=list(node.inputs),
             flops=max(node.flops, 1), contracted=contracted, window=window,
             anchor=node.ptype in (PrimitiveType.CONV, PrimitiveType.MATMUL, PrimitiveType.REDUCTION),
+            contraction=node.ptype in (PrimitiveType.CONV, PrimitiveType.MATMUL),
+            computes=node.kind != NodeKind.CALL_TIR or node.flops > 0,
             split_maps=_split_maps(graph, node.index),
             fusible=node.kind == NodeKind.CALL_TIR and node.pattern != OpPattern.OPAQUE,
             is_output=node.is_block_output,
