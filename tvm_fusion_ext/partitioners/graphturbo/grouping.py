@@ -10,10 +10,7 @@ lowers the number of SGs. A merge is allowed only by the rules:
 
 With ``single_anchor`` (the CPU kernel generator) an SG of element-wise ops that follows an
 anchor's SG (its bias, activation, residual add) joins it without rule (i)'s LB preconditions:
-the CPU schedule applies it in the anchor's write-back (``_Grouper._epilogue``). Conversely, no
-op that computes may precede a conv or matmul inside its SG: that generator inlines it into the
-contraction's operand load, where it is recomputed once per column tile inside the micro-kernel
-(``_Grouper._recomputed_prologue``); data movement (a reshape, a transpose) may.
+the CPU schedule applies it in the anchor's write-back (``_Grouper._epilogue``).
 
 An SG whose SplitInfo is empty (no split fits LB) never merges. Merges that would create a cycle
 between SGs are refused, and so are merges of non-fusible ops; ``max_ops`` (optional) caps an SG's
@@ -22,6 +19,10 @@ conv, matmul, reduction), for code generators that tile one anchor per kernel (t
 schedule, section 4.1). ``accept`` (optional) has the last word on every merge the rules allow:
 given the SGs being merged, it says whether their union may be one kernel (on CPU targets, the
 profitability check of :mod:`tvm_fusion_ext.cost`: its kernel is not predicted slower than theirs).
+With ``single_anchor``, a union in which an op that computes precedes a conv or matmul counts as
+predicted slower without asking ``accept`` (``_Grouper._recomputed_prologue``): the CPU generator
+inlines that op into the contraction's operand load, once per column tile inside the micro-kernel,
+and the cost model prices only its arithmetic, not the loads the micro-kernel gains.
 """
 
 from __future__ import annotations
@@ -89,15 +90,15 @@ class _Grouper:
             return False
         if self.max_ops is not None and len(union) > self.max_ops:
             return False
-        if self.single_anchor and (sum(self.graph.ops[op].anchor for op in union) > 1
-                                   or self._recomputed_prologue(union)):
+        if self.single_anchor and sum(self.graph.ops[op].anchor for op in union) > 1:
             return False
         return not self._creates_cycle(union)
 
     def _recomputed_prologue(self, union: frozenset[int]) -> bool:
         """Does an op that computes reach a conv or matmul of ``union`` inside it? The CPU kernel
         generator would inline it into the micro-kernel (an LSTM cell's ``o * tanh(c)`` ahead of
-        the next step's matmul cost that matmul 1.7x its time)."""
+        the next step's matmul cost that matmul 1.7x its time; data movement, a reshape or a
+        transpose, does not count)."""
         ops = self.graph.ops
         stack = [p for op in union if ops[op].contraction for p in ops[op].inputs if p in union]
         seen = set()
@@ -163,7 +164,11 @@ class _Grouper:
         return union if f is not None and f <= max(factors) and self._accepted(parts) else None
 
     def _accepted(self, parts: list[frozenset[int]]) -> bool:
-        return self.accept is None or self.accept(parts)
+        if self.accept is None:
+            return True
+        if self.single_anchor and self._recomputed_prologue(frozenset().union(*parts)):
+            return False
+        return self.accept(parts)
 
     # ---- Fig. 4 patterns ---------------------------------------------------------------------------
     def straight_merge(self) -> int:
