@@ -100,27 +100,17 @@ class _Grouper:
         the next step's matmul cost that matmul 1.7x its time; data movement, a reshape or a
         transpose, does not count)."""
         ops = self.graph.ops
-        stack = [p for op in union if ops[op].contraction for p in ops[op].inputs if p in union]
-        seen = set()
-        while stack:
-            op = stack.pop()
-            if op in seen:
-                continue
-            seen.add(op)
-            if ops[op].computes and not ops[op].anchor:
-                return True
-            stack.extend(p for p in ops[op].inputs if p in union)
-        return False
+
+        def inputs_inside(op):
+            return [p for p in ops[op].inputs if p in union]
+
+        reached = _reachable([p for op in union if ops[op].contraction for p in inputs_inside(op)],
+                             inputs_inside)
+        return any(ops[op].computes and not ops[op].anchor for op in reached)
 
     def _creates_cycle(self, union: frozenset[int]) -> bool:
         frontier = [c for op in union for c in self.graph.consumers[op] if c not in union]
-        seen = set()
-        while frontier:
-            n = frontier.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            frontier.extend(self.graph.consumers[n])
+        seen = _reachable(frontier, lambda op: self.graph.consumers[op])
         return any(p in seen for op in union for p in self.graph.ops[op].inputs)
 
     def _replace(self, parts: list[int], union: frozenset[int]) -> None:
@@ -268,6 +258,17 @@ class _Grouper:
                 break
         groups = [sorted(g) for g in self.groups]
         return Grouping(groups, [self.best(g) for g in self.groups], dict(self.merges))
+
+
+def _reachable(starts: list[int], neighbours: Callable[[int], list[int]]) -> set[int]:
+    """Ops reached from ``starts`` (included) by following ``neighbours``."""
+    seen, stack = set(), list(starts)
+    while stack:
+        op = stack.pop()
+        if op not in seen:
+            seen.add(op)
+            stack.extend(neighbours(op))
+    return seen
 
 
 def group_subgraphs(graph: TurboGraph, lb_bytes: int, max_ops: int | None = None,
