@@ -8,7 +8,12 @@ The fused kernels here are predicted slower than their parts under the default s
 * ``TwoMatmuls``: two matmuls sharing an input, multiplied together - NeoFlow's greedy Eq. (4)
   merges everything into one kernel, where only one matmul gets a register tile;
 * ``SplitExpMatmul``: ``ExpMatmul`` whose ``exp`` reads an item of a ``split`` made outside the
-  group (the gates of an LSTM cell feeding the next step's matmul).
+  group (the gates of an LSTM cell feeding the next step's matmul);
+* ``ShuffleConv``: ShuffleNetV2's channel shuffle (concatenate, reshape, transpose, reshape) in
+  front of a 1x1 conv - NeoFlow's Eq. (4) and GraphTurbo's straight merge make one kernel of it,
+  whose conv reads its channels through a permuted index: the register tile cannot block the
+  channel loop, which then encloses the tile, and every multiply-add loads and stores its
+  accumulator.
 
 Decisions are asserted under the suite's fixed rates (tests/conftest.py); the calibration-cache
 tests use their own temporary cache directory and an injected calibration.
@@ -47,6 +52,7 @@ _rng = np.random.default_rng(0)
 W1 = _rng.standard_normal((256, 512)).astype("float32") * 0.05
 W2 = _rng.standard_normal((256, 512)).astype("float32") * 0.05
 BIAS = _rng.standard_normal((512,)).astype("float32")
+W_SHUFFLE = (_rng.standard_normal((256, 464, 1, 1)) * 0.05).astype("float32")
 
 
 @I.ir_module
@@ -84,6 +90,20 @@ class SplitExpMatmul:
             s = R.add(halves[0], R.const(1.0, "float32"))
             R.output(y, s)
         return (y, s)
+
+
+@I.ir_module
+class ShuffleConv:
+    @R.function
+    def main(a: R.Tensor((2, 232, 7, 7), "float32"), b: R.Tensor((2, 232, 7, 7), "float32")):
+        with R.dataflow():
+            c = R.concat((a, b), axis=1)
+            r = R.reshape(c, (2, 2, 232, 7, 7))
+            t = R.permute_dims(r, (0, 2, 1, 3, 4))
+            s = R.reshape(t, (2, 464, 7, 7))
+            y = R.nn.conv2d(s, R.const(W_SHUFFLE))
+            R.output(y)
+        return y
 
 
 @I.ir_module
@@ -126,6 +146,27 @@ def test_recomputing_prologue_is_predicted_slower_and_an_epilogue_faster():
     # a contraction with its element-wise epilogue is what FuseOps forms: the check abstains
     verdict = check.verdict(graph, [[n] for n in fusible])
     assert verdict.profitable and verdict.fused_s is None, verdict.describe()
+
+
+def _ops_by_class(kernel) -> dict:
+    ops = {}
+    for nest in kernel_features(cost_model.scheduled(kernel, TARGET)):
+        for (kind, _), count in nest.ops.items():
+            ops[kind] = ops.get(kind, 0.0) + count
+    return ops
+
+
+def test_a_reduction_loop_enclosing_the_tile_is_not_a_register_tile():
+    graph = _graph(ShuffleConv)
+    conv = graph.nodes[-1].index
+    macs = 2 * 256 * 49 * 464
+    alone = _ops_by_class(fused_kernel(graph, [conv]))
+    assert alone.get("tiled", 0) >= 2 * macs, alone
+    # with the shuffle in front, the channel loop encloses the 1 x 7 x 7 spatial loops of the tile
+    fused = _ops_by_class(fused_kernel(graph, [n.index for n in graph.nodes if n.fusible]))
+    assert fused.get("tiled", 0) == 0 and fused["vector"] >= 2 * macs, fused
+    verdict = profitability_for(TARGET).verdict(graph, [[n.index] for n in graph.nodes if n.fusible])
+    assert not verdict.profitable, verdict.describe()
 
 
 def test_an_item_of_a_tuple_made_outside_the_group_is_predicted():
@@ -200,6 +241,12 @@ def test_neoflow_keeps_two_matmuls_apart_with_the_check():
             assert "matmul" not in gvar.name_hint.replace("matmul", "", 1), gvar.name_hint
 
 
+@pytest.mark.parametrize("strategy", ["neoflow", "graphturbo"])
+def test_channel_shuffle_stays_out_of_a_convs_kernel_with_the_check(strategy):
+    assert _kernels(ShuffleConv, strategy, cost_check=False) == 1
+    assert _kernels(ShuffleConv, strategy, cost_check=True) == 2
+
+
 def test_apollo_records_the_prediction_as_upward_feedback(tmp_path):
     path = tmp_path / "feedback.json"
     with TARGET:
@@ -210,8 +257,8 @@ def test_apollo_records_the_prediction_as_upward_feedback(tmp_path):
 
 
 @pytest.mark.parametrize("strategy", ["apollo", "neoflow", "graphturbo", "dominator-both"])
-@pytest.mark.parametrize("mod", [ExpMatmul, TwoMatmuls, SplitExpMatmul],
-                         ids=["exp_matmul", "two_matmuls", "split_exp_matmul"])
+@pytest.mark.parametrize("mod", [ExpMatmul, TwoMatmuls, SplitExpMatmul, ShuffleConv],
+                         ids=["exp_matmul", "two_matmuls", "split_exp_matmul", "shuffle_conv"])
 def test_strategies_with_the_check_match_the_unfused_module(strategy, mod):
     verify.assert_same_as_unfused(mod, strategy)
 

@@ -8,13 +8,18 @@ alone (nothing is compiled or run):
   operation of the stored value counts 1, a call such as ``exp`` counts :data:`CALL_OPS`, loads
   and index arithmetic count nothing), split by the way the schedule left the block:
 
-  - ``tiled``: a reduction inside a vectorised loop, i.e. a contraction given a register tile
-    (vector accumulators, GraphTurbo section 4.1 / ``register_tile``), or, in a kernel written
-    as loops rather than blocks (``cpu_attention``), a vectorised accumulation into a ``local``
-    buffer (``acc[...] = acc[...] + ...``);
+  - ``tiled``: a reduction inside a vectorised loop whose accumulators stay in registers over
+    several reduction steps, i.e. a contraction given a register tile (vector accumulators,
+    GraphTurbo section 4.1 / ``register_tile``): a reduction loop iterates below the innermost
+    serial spatial loop (:func:`_carries_accumulators`); or, in a kernel written as loops rather
+    than blocks (``cpu_attention``), a vectorised accumulation into a ``local`` buffer
+    (``acc[...] = acc[...] + ...``);
   - ``reduce``: a reduction with no vectorised loop: a scalar accumulation chain (a contraction
     the schedule could not tile);
-  - ``vector``: any other block inside a vectorised loop;
+  - ``vector``: any other block inside a vectorised loop, a vectorised reduction whose every
+    step loads and stores its accumulators included (its reduction loops all enclose a spatial
+    loop: a contraction whose reduction could not be blocked, e.g. with a producer computed at
+    each reduction step);
   - ``scalar``: the rest;
 
   and whether a parallel loop encloses it (then its work is spread over the cores);
@@ -33,7 +38,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import s_tir, tirx
 
-from ..tir_passes.analysis import REDUCE
+from ..tir_passes.analysis import REDUCE, uses_any
 from ..tir_passes.loop_fusion import LAYOUT_REWRITE_PREPROC
 
 # Arithmetic a call (exp, erf, tanh, sigmoid...) stands for: the polynomial VectorExp / VectorErf
@@ -67,7 +72,7 @@ def kernel_features(func: tirx.PrimFunc) -> list[NestFeatures]:
     for stmt in nests:
         nest = NestFeatures()
         touched: dict[int, int] = {}
-        _walk(stmt, 1.0, False, False, nest, touched, memory)
+        _walk(stmt, 1.0, False, False, nest, touched, memory, ())
         nest.bytes = sum(touched.values())
         if nest.ops or nest.bytes:
             out.append(nest)
@@ -75,42 +80,69 @@ def kernel_features(func: tirx.PrimFunc) -> list[NestFeatures]:
 
 
 def _walk(stmt, trips: float, vectorized: bool, parallel: bool, nest: NestFeatures,
-          touched: dict, memory: set) -> None:
+          touched: dict, memory: set, loops: tuple) -> None:
+    """Add ``stmt``'s work to ``nest``: it runs ``trips`` times, inside the ``loops`` (outermost
+    first), some vectorised or parallel."""
     if isinstance(stmt, tirx.For):
         kind = stmt.kind
         extent = stmt.extent.value if isinstance(stmt.extent, tvm.tirx.IntImm) else 1
         _walk(stmt.body, trips * extent, vectorized or kind == tirx.ForKind.VECTORIZED,
-              parallel or kind == tirx.ForKind.PARALLEL, nest, touched, memory)
+              parallel or kind == tirx.ForKind.PARALLEL, nest, touched, memory, (*loops, stmt))
     elif isinstance(stmt, tirx.SeqStmt):
         for s in stmt.seq:
-            _walk(s, trips, vectorized, parallel, nest, touched, memory)
+            _walk(s, trips, vectorized, parallel, nest, touched, memory, loops)
     elif isinstance(stmt, s_tir.SBlockRealize):
-        _block(stmt.block, trips, vectorized, parallel, nest, touched, memory)
+        _block(stmt, trips, vectorized, parallel, nest, touched, memory, loops)
     elif isinstance(stmt, tirx.IfThenElse):
-        _walk(stmt.then_case, trips, vectorized, parallel, nest, touched, memory)
+        _walk(stmt.then_case, trips, vectorized, parallel, nest, touched, memory, loops)
         if stmt.else_case is not None:
-            _walk(stmt.else_case, trips, vectorized, parallel, nest, touched, memory)
+            _walk(stmt.else_case, trips, vectorized, parallel, nest, touched, memory, loops)
     elif isinstance(stmt, (tirx.LetStmt, tirx.AttrStmt, tirx.DeclBuffer)):
-        _walk(stmt.body, trips, vectorized, parallel, nest, touched, memory)
+        _walk(stmt.body, trips, vectorized, parallel, nest, touched, memory, loops)
     elif isinstance(stmt, tirx.BufferStore):  # a store outside any block (non-s_tir TIR)
         kind = ("tiled" if _accumulates(stmt) else "vector") if vectorized else "scalar"
         nest.add(kind, parallel, trips * max(value_ops(stmt.value), 1))
         _touch(stmt.buffer, touched, memory)
 
 
-def _block(block: s_tir.SBlock, trips: float, vectorized: bool, parallel: bool, nest: NestFeatures,
-           touched: dict, memory: set) -> None:
+def _block(realize: s_tir.SBlockRealize, trips: float, vectorized: bool, parallel: bool,
+           nest: NestFeatures, touched: dict, memory: set, loops: tuple) -> None:
+    block = realize.block
     if block.annotations and LAYOUT_REWRITE_PREPROC in block.annotations:
         return
     for region in [*block.reads, *block.writes]:
         _touch(region.source, touched, memory)
     if isinstance(block.body, tirx.BufferStore):
-        reduction = any(iv.iter_type == REDUCE for iv in block.iter_vars)
-        kind = ("tiled" if vectorized else "reduce") if reduction else (
-            "vector" if vectorized else "scalar")
+        if not any(iv.iter_type == REDUCE for iv in block.iter_vars):
+            kind = "vector" if vectorized else "scalar"
+        elif not vectorized:
+            kind = "reduce"
+        else:
+            kind = "tiled" if _carries_accumulators(realize, loops) else "vector"
         nest.add(kind, parallel, trips * max(value_ops(block.body.value), 1))
         return
-    _walk(block.body, trips, vectorized, parallel, nest, touched, memory)
+    _walk(block.body, trips, vectorized, parallel, nest, touched, memory, loops)
+
+
+def _carries_accumulators(realize: s_tir.SBlockRealize, loops: tuple) -> bool:
+    """Whether a reduction loop of more than one iteration runs below the innermost serial
+    spatial loop (more than one iteration, neither unrolled nor vectorised) enclosing the
+    reduction ``realize``: the micro-kernel's accumulators then stay in registers over those
+    reduction steps. Otherwise each reduction step walks the whole tile of accumulators, loading
+    and storing each one: the ``1 x 7 x 7`` loops of an NCHW conv tile between a channel loop
+    outside and the vector FMAs inside."""
+    reduce_values = [value for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+                     if iv.iter_type == REDUCE]
+    inner_reduction = False
+    for loop in reversed(loops):
+        extent = loop.extent.value if isinstance(loop.extent, tvm.tirx.IntImm) else 2
+        if extent <= 1:
+            continue
+        if any(uses_any(value, [loop.loop_var]) for value in reduce_values):
+            inner_reduction = True
+        elif loop.kind not in (tirx.ForKind.UNROLLED, tirx.ForKind.VECTORIZED):
+            return inner_reduction
+    return inner_reduction
 
 
 def _accumulates(store: tirx.BufferStore) -> bool:
