@@ -61,7 +61,11 @@ that would put two complex ops (kOutEWiseFusable or kCommReduce) in one group or
 non-convex (a path leaving it and coming back, i.e. a cycle between kernels). A third guard keeps a
 tuple-valued op (``split``) together with all of its tuple-get-items once it is in a backward-made
 group: forward never separates them (they all lie before the post-dominator), and ``FuseTIR``
-cannot lower a group returning the tuple next to one of its items.
+cannot lower a group returning the tuple next to one of its items. A backward fusion that takes in
+a tuple-valued op therefore takes its items that are still alone in their groups with it (an item
+is a view of the tuple and costs nothing): otherwise no first step could take a ``split`` with one
+item, and each ``split`` would stay a kernel of its own (a copy of its whole input: ShuffleNetV2's
+channel split).
 
 With a profitability check (``accept``, e.g. :class:`~tvm_fusion_ext.cost.ProfitabilityCheck`), a backward fusion
 the rules and guards allow is also refused when the merged group's kernel is predicted slower than
@@ -313,12 +317,22 @@ class _Partition:
             if any(nodes[m].is_block_output or not set(nodes[m].outputs) <= members | {nid}
                    for m in source.members):
                 continue
-            if source.num_nodes + group.num_nodes <= self.max_depth and self._safe_union([source, group]):
-                self._merge_from_to(group, source)
+            roots = self._with_tuple_items([source, group])
+            if sum(r.num_nodes for r in roots) <= self.max_depth and self._safe_union(roots):
+                for root in roots:
+                    self._merge_from_to(root, source)
 
     def _try_fuse(self, o: _Orientation, src: int, sink: int, fcond: PathCondition) -> None:
-        if self._check_path(o, src, sink, fcond) and (not o.guarded or self._is_safe(o, src, sink)):
+        if not self._check_path(o, src, sink, fcond):
+            return
+        if not o.guarded:
             self._commit_fuse(o, src, sink)
+            return
+        roots = self._with_tuple_items(list({id(r): r for r in (
+            self.groups[n].find_root() for n in [*self._walk(o, src, sink), sink])}.values()))
+        if self._safe_union(roots):
+            for root in roots:
+                self._merge_from_to(root, self.groups[sink])
 
     # ---- paths between a node and its dominator ----------------------------------------------
     def _walk(self, o: _Orientation, src: int, sink: int) -> list[int]:
@@ -375,11 +389,19 @@ class _Partition:
             parent.pattern = max(child.pattern, parent.pattern)
 
     # ---- guards of the backward orientation --------------------------------------------------
-    def _is_safe(self, o: _Orientation, src: int, sink: int) -> bool:
-        """May the groups of the nodes from ``src`` up to ``sink`` merge (:meth:`_safe_union`)?"""
-        roots = {id(r): r for r in (self.groups[n].find_root()
-                                    for n in [*self._walk(o, src, sink), sink])}
-        return self._safe_union(list(roots.values()))
+    def _with_tuple_items(self, roots: list[_Group]) -> list[_Group]:
+        """``roots`` and the groups of the tuple-get-items, alone in their group, of the
+        tuple-valued ops among their members: a backward fusion takes them in together."""
+        nodes = self.graph.nodes
+        members = {m for r in roots for m in r.members}
+        items = {}
+        for m in members:
+            for consumer in nodes[m].outputs:
+                item = self.groups[consumer].find_root()
+                if (consumer not in members and nodes[consumer].kind is NodeKind.TUPLE_GET_ITEM
+                        and item.num_nodes == 1):
+                    items[id(item)] = item
+        return roots + list(items.values())
 
     def _safe_union(self, roots: list[_Group]) -> bool:
         """Would the union of the groups ``roots`` hold at most one complex op, stay convex (no
