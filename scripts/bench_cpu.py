@@ -43,6 +43,7 @@ from tvm_fusion_ext.driver.evaluation import (
     machine_description,
     parse_model_spec,
     parse_target,
+    speedup,
 )
 from tvm_fusion_ext.driver.kernel_times import BUILTINS, called_kernels, contractions, kernel_times
 from tvm_fusion_ext.driver.markdown import replace_section
@@ -133,6 +134,12 @@ def kernel_split(workload, fusion: str, target) -> dict:
     return split
 
 
+def _speedup(base: dict, row: dict) -> float:
+    """``row``'s speed-up over ``base`` (reported rows of one run, per-round ratios)."""
+    return speedup(base["latency_ms"], row["latency_ms"], base.get("latency_rounds_ms"),
+                   row.get("latency_rounds_ms"))
+
+
 def markdown(results: list[dict], peak: float, command: str, machine: str, commit: str) -> str:
     lines = [SECTION_BEGIN, "## Full-size models on the CPU (`scripts/bench_cpu.py`)", "",
              f"Commit `{commit}`, {machine}; FMA peak {peak:.0f} GFLOP/s (fp32, all threads).", "",
@@ -141,20 +148,18 @@ def markdown(results: list[dict], peak: float, command: str, machine: str, commi
         rows = result["rows"]
         tvm_rows = [r for r in rows if r["fusion"] not in REFERENCE_ROWS]
         best = min(tvm_rows, key=lambda r: r["latency_ms"])
-        reference = {r["fusion"]: r["latency_ms"] for r in rows if r["fusion"] in REFERENCE_ROWS}
         lines += [f"### {result['label']}", "",
                   "| row | kernels | latency ms | vs stock | best TVM / row |",
                   "|---|---:|---:|---:|---:|"]
-        stock = next((r["latency_ms"] for r in rows if r["fusion"] == "stock"), None)
         for r in rows:
-            vs_stock = f"{stock / r['latency_ms']:.2f}x" if stock else "-"
+            vs_stock = f"{r['speedup_vs_stock']:.2f}x" if r.get("speedup_vs_stock") else "-"
             lines.append(f"| {r['fusion']} | {r.get('kernels') or '-'} | {r['latency_ms']:.3f} | {vs_stock} | "
-                         f"{best['latency_ms'] / r['latency_ms']:.2f} |")
+                         f"{_speedup(best, r):.2f} |")
         split = result["split"]
         total = split["contraction_ms"] + split["other_ms"] + split["builtins_ms"]
         lines += ["", f"Best TVM row `{best['fusion']}`"
-                  + "".join(f"; {name} / best = {value / best['latency_ms']:.2f}x"
-                            for name, value in reference.items())
+                  + "".join(f"; {r['fusion']} / best = {_speedup(r, best):.2f}x"
+                            for r in rows if r["fusion"] in REFERENCE_ROWS)
                   + f". Its kernels (profiled, {total:.2f} ms): contractions {split['contraction_ms']:.2f} ms "
                   f"at {split['contraction_gflops']:.0f} GFLOP/s ({split['contraction_gflops'] / peak:.0%} of "
                   f"peak), other kernels {split['other_ms']:.2f} ms, VM builtins {split['builtins_ms']:.2f} ms.", ""]

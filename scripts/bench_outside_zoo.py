@@ -139,7 +139,7 @@ def main(argv=None) -> int:
                              threads=args.threads, rounds=args.rounds)
             print(f"\n{name}\n{report.table()}", flush=True)
             stock = next(r.latency_ms for r in report.rows if r.fusion == "stock")
-            ratios = {r.fusion: stock / r.latency_ms for r in report.rows if r.fusion not in ("stock", "none")}
+            ratios = {r.fusion: r.speedup_vs_stock for r in report.rows if r.fusion not in ("stock", "none")}
             low = min(ratios, key=ratios.get)
             worst.append((name, low, ratios[low], stock))
     lines = ["| model | stock ms | worst strategy | its speed vs stock |", "|---|---:|---|---:|"]

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -185,3 +186,28 @@ def test_rows_are_timed_in_interleaved_turns():
     turns = [timed[i:i + INTERLEAVE_CALLS] for i in range(0, len(timed), INTERLEAVE_CALLS)]
     assert [turn[0] for turn in turns] == ["a", "b"] * 3
     assert all(len(set(turn)) == 1 for turn in turns)
+
+
+def test_rows_with_more_calls_share_every_turn_with_the_others():
+    """A fast row gets more calls than a slow one; they are spread over the same turns, so the
+    slow row is timed until the end of the round too."""
+    from tvm_fusion_ext.driver.evaluation import INTERLEAVE_CALLS, measure_interleaved_ms
+
+    calls = []
+    fns = {"slow": lambda: (time.sleep(0.004), calls.append("slow")),
+           "fast": lambda: calls.append("fast")}
+    measure_interleaved_ms(fns, warmup=1, min_runs=2, min_seconds=0.02, max_runs=40)
+    timed = calls[4:]
+    assert timed.count("fast") == 40 and 2 <= timed.count("slow") <= 5
+    assert timed[-1] == "fast" and "slow" in timed[-(INTERLEAVE_CALLS + 1):]
+
+
+def test_speedup_over_rounds_is_the_median_of_the_per_round_ratios():
+    from tvm_fusion_ext.driver.evaluation import speedup
+
+    # The host slowed down for the last rounds; the base row's median fell among the slow
+    # rounds, the other row's among the fast ones: per round, the rows are equally fast.
+    base, row = [4.4, 4.6, 5.8, 6.1, 6.0], [4.3, 4.4, 4.3, 6.0, 6.0]
+    assert speedup(5.8, 4.4, base, row) == pytest.approx(1.02, abs=0.01)
+    assert speedup(5.8, 4.4) == pytest.approx(5.8 / 4.4)
+    assert speedup(5.8, 4.4, base, row[:3]) == pytest.approx(5.8 / 4.4)  # not the same rounds

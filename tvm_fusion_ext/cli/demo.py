@@ -69,10 +69,14 @@ def run(args: argparse.Namespace) -> int:
     fused = [row for row in cpu.rows if row.fusion in STRATEGIES and row.fusion != "none"]
     best = min(fused, key=lambda row: row.latency_ms)
     by_name = {row.fusion: row for row in cpu.rows}
-    print(f"fastest strategy: {best.fusion}, {by_name['none'].latency_ms / best.latency_ms:.2f}x no fusion, "
-          f"{by_name['stock'].latency_ms / best.latency_ms:.2f}x stock FuseOps"
-          + "".join(f", {by_name[ref].latency_ms / best.latency_ms:.2f}x {ref}"
-                    for ref in evaluation.REFERENCE_ROWS if ref in by_name)
+
+    def over(base: str) -> float:
+        row = by_name[base]
+        return evaluation.speedup(row.latency_ms, best.latency_ms, row.latency_rounds_ms,
+                                  best.latency_rounds_ms)
+
+    print(f"fastest strategy: {best.fusion}, {over('none'):.2f}x no fusion, {over('stock'):.2f}x stock FuseOps"
+          + "".join(f", {over(ref):.2f}x {ref}" for ref in evaluation.REFERENCE_ROWS if ref in by_name)
           + f" (wrote {chart})", flush=True)
 
     print(f"\n[2/3] the same strategies on {DSA_TARGET}, through the simulator", flush=True)

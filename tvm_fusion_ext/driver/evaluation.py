@@ -10,7 +10,8 @@ so fusion is the only difference between two rows. Each row reports
 * ``latency_ms``: median of at least ``min_runs`` timed runs after warm-up;
 * ``max_abs_err``: against the reference outputs (PyTorch eager for zoo models and saved
   ExportedPrograms, ONNX Runtime for ``.onnx`` files);
-* ``speedup_vs_stock``: the ``stock`` row's latency over this row's (``None`` without a stock row).
+* ``speedup_vs_stock``: the ``stock`` row's latency over this row's (``None`` without a stock row);
+  over several rounds, the median of the per-round ratios (each round times its rows together).
 
 The reference rows ``torch`` (PyTorch eager), ``torch-compile`` (``torch.compile``, Inductor) and
 ``onnxruntime`` run the same model with the same thread count, on the target's device: on a GPU
@@ -209,34 +210,39 @@ def measure_latency_ms(fn: Callable[[], object], warmup: int = 3, min_runs: int 
     return measure_interleaved_ms({"fn": fn}, warmup, min_runs, min_seconds, max_runs)["fn"]
 
 
-# Timed calls of one row before the next row's turn in :func:`measure_interleaved_ms`.
+# Timed calls of the row with the most calls before the next row's turn in
+# :func:`measure_interleaved_ms`.
 INTERLEAVE_CALLS = 4
 
 
 def measure_interleaved_ms(fns: dict[str, Callable[[], object]], warmup: int = 3, min_runs: int = 20,
                            min_seconds: float = 0.5, max_runs: int = 1000) -> dict[str, float]:
-    """Median wall time in ms of every function of ``fns``, timed in turns of
-    :data:`INTERLEAVE_CALLS` calls each (row A, row B, ..., row A, ...) rather than one after
-    the other: a machine that changes speed while they are timed (a 2-core cloud host's
-    frequency or neighbour load shifts within seconds) then slows every row alike, so ratios
-    between rows hold. Each gets ``warmup`` untimed calls, then at least ``min_runs`` timed calls
-    (more, up to ``max_runs``, until about ``min_seconds`` have been spent on it)."""
-    remaining = {}
+    """Median wall time in ms of every function of ``fns``, timed in turns (row A, row B, ...,
+    row A, ...) rather than one after the other: a machine that changes speed while they are
+    timed (a 2-core cloud host's frequency or neighbour load shifts within seconds) then slows
+    every row alike, so ratios between rows hold. Each gets ``warmup`` untimed calls, then at
+    least ``min_runs`` timed calls (more, up to ``max_runs``, until about ``min_seconds`` have
+    been spent on it). Every row's calls are spread over the same turns (the row with the most
+    calls makes :data:`INTERLEAVE_CALLS` per turn, the others proportionally fewer), so that no
+    row is left timing alone at the end: a row whose first call read fast is given more calls,
+    and would otherwise take the round's last seconds by itself."""
+    runs = {}
     for name, fn in fns.items():
         for _ in range(max(warmup, 1)):
             fn()
         start = time.perf_counter()
         fn()
         estimate = time.perf_counter() - start
-        remaining[name] = max(min_runs, min(max_runs, math.ceil(min_seconds / max(estimate, 1e-9))))
+        runs[name] = max(min_runs, min(max_runs, math.ceil(min_seconds / max(estimate, 1e-9))))
+    turns = math.ceil(max(runs.values(), default=0) / INTERLEAVE_CALLS)
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    while any(remaining.values()):
+    for turn in range(1, turns + 1):
         for name, fn in fns.items():
-            for _ in range(min(INTERLEAVE_CALLS, remaining[name])):
+            # calls so far: this row's share of the turns done, rounded down (all by the last)
+            for _ in range(runs[name] * turn // turns - len(samples[name])):
                 start = time.perf_counter()
                 fn()
                 samples[name].append(time.perf_counter() - start)
-                remaining[name] -= 1
     return {name: statistics.median(values) * 1e3 for name, values in samples.items()}
 
 
@@ -398,10 +404,21 @@ def compare(workload: Workload, fusions: list[str], target="llvm", policy: str =
         row.latency_ms = row.dsa["time_ms"] if row.dsa is not None else statistics.median(samples[name])
         row.latency_rounds_ms = [round(v, 4) for v in samples[name]] if len(samples[name]) > 1 else None
         rows.append(row)
-    stock = next((row.latency_ms for row in rows if row.fusion == "stock"), None)
+    stock = next((row for row in rows if row.fusion == "stock"), None)
     for row in rows:
-        row.speedup_vs_stock = stock / row.latency_ms if stock is not None else None
+        row.speedup_vs_stock = None if stock is None else speedup(
+            stock.latency_ms, row.latency_ms, stock.latency_rounds_ms, row.latency_rounds_ms)
     return Report(workload.name, policy, machine_description(threads), rows)
+
+
+def speedup(base_ms: float, row_ms: float, base_rounds=None, row_rounds=None) -> float:
+    """A row's speed-up over a base row (``base_ms / row_ms``). With the latencies of both rows
+    in the same rounds (``latency_rounds_ms``), the median of the per-round ratios: a host that
+    changes speed between rounds moves both rows of a round alike, where the medians of two rows
+    compare rounds on either side of the change."""
+    if base_rounds and row_rounds and len(base_rounds) == len(row_rounds) > 1:
+        return statistics.median(b / r for b, r in zip(base_rounds, row_rounds))
+    return base_ms / row_ms
 
 
 def _tvm_row(workload: Workload, name: str, target: tvm.target.Target, policy: str,
