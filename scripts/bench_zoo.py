@@ -124,10 +124,12 @@ def write_markdown(path: str, args, argv: list[str], results: dict, commands: di
         f"* Software: {versions()}.",
         (f"* Target `{args.target}`, scheduling policy `{args.policy}` for every TVM row, models imported "
          f"through `{args.importer}`, full default shapes unless an argument is listed."),
-        ("* `latency ms` is the median of at least 20 runs after warm-up; TVM, PyTorch and ONNX Runtime "
+        ("* `latency ms` is the median over 3 rounds of each round's median of at least 20 runs after "
+         "warm-up, the rows taking turns within a round; TVM, PyTorch and ONNX Runtime "
          f"use the same {args.threads} threads. `kernels` and `boundary MB` (bytes read and written by "
          "all kernels, per inference) come from the module after fusion; the reference rows have none. "
-         "`max abs err` is against PyTorch eager. `speedup vs stock` is stock's latency over the row's."),
+         "`max abs err` is against PyTorch eager. `speedup vs stock` is the median over the rounds of "
+         "stock's latency over the row's."),
         "", "## Summary: latency (ms)", "", *summary_table(results, fusions), ""]
     for model, report in results.items():
         spec = zoo.get_spec(model)

@@ -190,16 +190,17 @@ def test_rows_are_timed_in_interleaved_turns():
 
 def test_rows_with_more_calls_share_every_turn_with_the_others():
     """A fast row gets more calls than a slow one; they are spread over the same turns, so the
-    slow row is timed until the end of the round too."""
+    slow row is timed until the end of the round too, never one call at a time."""
     from tvm_fusion_ext.driver.evaluation import INTERLEAVE_CALLS, measure_interleaved_ms
 
     calls = []
     fns = {"slow": lambda: (time.sleep(0.004), calls.append("slow")),
            "fast": lambda: calls.append("fast")}
-    measure_interleaved_ms(fns, warmup=1, min_runs=2, min_seconds=0.02, max_runs=40)
-    timed = calls[4:]
-    assert timed.count("fast") == 40 and 2 <= timed.count("slow") <= 5
-    assert timed[-1] == "fast" and "slow" in timed[-(INTERLEAVE_CALLS + 1):]
+    measure_interleaved_ms(fns, warmup=1, min_runs=2 * INTERLEAVE_CALLS, min_seconds=0.02, max_runs=40)
+    timed = "".join("s" if c == "slow" else "f" for c in calls[4:])
+    assert timed.count("f") == 40 and timed.count("s") == 2 * INTERLEAVE_CALLS, timed
+    # two turns: the slow row's calls, then half of the fast row's, twice
+    assert timed == ("s" * INTERLEAVE_CALLS + "f" * 20) * 2
 
 
 def test_speedup_over_rounds_is_the_median_of_the_per_round_ratios():

@@ -210,8 +210,9 @@ def measure_latency_ms(fn: Callable[[], object], warmup: int = 3, min_runs: int 
     return measure_interleaved_ms({"fn": fn}, warmup, min_runs, min_seconds, max_runs)["fn"]
 
 
-# Timed calls of the row with the most calls before the next row's turn in
-# :func:`measure_interleaved_ms`.
+# Timed calls, at least, of each row in one turn of :func:`measure_interleaved_ms`: the first call
+# after another runtime's turn pays for that runtime's threads still spinning (ONNX Runtime's,
+# PyTorch's, TVM's pool), so a row must not be timed one call at a time.
 INTERLEAVE_CALLS = 4
 
 
@@ -222,10 +223,9 @@ def measure_interleaved_ms(fns: dict[str, Callable[[], object]], warmup: int = 3
     timed (a 2-core cloud host's frequency or neighbour load shifts within seconds) then slows
     every row alike, so ratios between rows hold. Each gets ``warmup`` untimed calls, then at
     least ``min_runs`` timed calls (more, up to ``max_runs``, until about ``min_seconds`` have
-    been spent on it). Every row's calls are spread over the same turns (the row with the most
-    calls makes :data:`INTERLEAVE_CALLS` per turn, the others proportionally fewer), so that no
-    row is left timing alone at the end: a row whose first call read fast is given more calls,
-    and would otherwise take the round's last seconds by itself."""
+    been spent on it). Every row's calls are spread over the same turns, at least
+    :data:`INTERLEAVE_CALLS` per row and turn: a row given more calls (its estimating call read
+    fast) makes more per turn instead of timing the end of the round alone."""
     runs = {}
     for name, fn in fns.items():
         for _ in range(max(warmup, 1)):
@@ -234,7 +234,7 @@ def measure_interleaved_ms(fns: dict[str, Callable[[], object]], warmup: int = 3
         fn()
         estimate = time.perf_counter() - start
         runs[name] = max(min_runs, min(max_runs, math.ceil(min_seconds / max(estimate, 1e-9))))
-    turns = math.ceil(max(runs.values(), default=0) / INTERLEAVE_CALLS)
+    turns = max(1, min(runs.values(), default=0) // INTERLEAVE_CALLS)
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for turn in range(1, turns + 1):
         for name, fn in fns.items():
