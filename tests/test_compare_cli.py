@@ -174,8 +174,8 @@ def test_demo_times_draws_and_simulates_every_strategy(tmp_path, capsys):
 
 
 def test_rows_are_timed_in_interleaved_turns():
-    """``measure_interleaved_ms`` times rows in turns of ``INTERLEAVE_CALLS`` calls, so a change
-    of machine speed during a round hits every row alike."""
+    """``measure_interleaved_ms`` times rows in turns of ``INTERLEAVE_CALLS`` calls (after one
+    untimed call), so a change of machine speed during a round hits every row alike."""
     from tvm_fusion_ext.driver.evaluation import INTERLEAVE_CALLS, measure_interleaved_ms
 
     calls = []
@@ -183,7 +183,7 @@ def test_rows_are_timed_in_interleaved_turns():
     latencies = measure_interleaved_ms(fns, warmup=1, min_runs=3 * INTERLEAVE_CALLS, min_seconds=0.0)
     assert set(latencies) == {"a", "b"} and all(v >= 0 for v in latencies.values())
     timed = calls[4:]  # warm-up and the one estimating call of each row come first
-    turns = [timed[i:i + INTERLEAVE_CALLS] for i in range(0, len(timed), INTERLEAVE_CALLS)]
+    turns = [timed[i:i + INTERLEAVE_CALLS + 1] for i in range(0, len(timed), INTERLEAVE_CALLS + 1)]
     assert [turn[0] for turn in turns] == ["a", "b"] * 3
     assert all(len(set(turn)) == 1 for turn in turns)
 
@@ -198,9 +198,9 @@ def test_rows_with_more_calls_share_every_turn_with_the_others():
            "fast": lambda: calls.append("fast")}
     measure_interleaved_ms(fns, warmup=1, min_runs=2 * INTERLEAVE_CALLS, min_seconds=0.02, max_runs=40)
     timed = "".join("s" if c == "slow" else "f" for c in calls[4:])
-    assert timed.count("f") == 40 and timed.count("s") == 2 * INTERLEAVE_CALLS, timed
-    # two turns: the slow row's calls, then half of the fast row's, twice
-    assert timed == ("s" * INTERLEAVE_CALLS + "f" * 20) * 2
+    # two turns: the slow row's calls, then half of the fast row's, twice; each turn of a row
+    # starts with an untimed call
+    assert timed == ("s" * (INTERLEAVE_CALLS + 1) + "f" * 21) * 2
 
 
 def test_speedup_over_rounds_is_the_median_of_the_per_round_ratios():

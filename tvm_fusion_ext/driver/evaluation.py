@@ -210,9 +210,7 @@ def measure_latency_ms(fn: Callable[[], object], warmup: int = 3, min_runs: int 
     return measure_interleaved_ms({"fn": fn}, warmup, min_runs, min_seconds, max_runs)["fn"]
 
 
-# Timed calls, at least, of each row in one turn of :func:`measure_interleaved_ms`: the first call
-# after another runtime's turn pays for that runtime's threads still spinning (ONNX Runtime's,
-# PyTorch's, TVM's pool), so a row must not be timed one call at a time.
+# Timed calls, at least, of each row in one turn of :func:`measure_interleaved_ms`.
 INTERLEAVE_CALLS = 4
 
 
@@ -225,7 +223,11 @@ def measure_interleaved_ms(fns: dict[str, Callable[[], object]], warmup: int = 3
     least ``min_runs`` timed calls (more, up to ``max_runs``, until about ``min_seconds`` have
     been spent on it). Every row's calls are spread over the same turns, at least
     :data:`INTERLEAVE_CALLS` per row and turn: a row given more calls (its estimating call read
-    fast) makes more per turn instead of timing the end of the round alone."""
+    fast) makes more per turn instead of timing the end of the round alone. Each turn starts
+    with one untimed call: the first call after another row's turn pays for what that row left
+    behind (another runtime's threads, its data in the caches); with PyTorch and ONNX Runtime
+    rows, the row after ONNX Runtime's turn read up to 1.8x slower than a row with the same
+    kernels."""
     runs = {}
     for name, fn in fns.items():
         for _ in range(max(warmup, 1)):
@@ -238,6 +240,8 @@ def measure_interleaved_ms(fns: dict[str, Callable[[], object]], warmup: int = 3
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for turn in range(1, turns + 1):
         for name, fn in fns.items():
+            if len(fns) > 1:
+                fn()
             # calls so far: this row's share of the turns done, rounded down (all by the last)
             for _ in range(runs[name] * turn // turns - len(samples[name])):
                 start = time.perf_counter()
