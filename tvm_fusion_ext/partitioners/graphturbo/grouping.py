@@ -203,22 +203,15 @@ class _Grouper:
         return len(self.groups)
 
     def _diamond(self, entry: int, producers, consumers) -> list[int] | None:
-        def descendants(g):
-            seen, stack = set(), [g]
-            while stack:
-                n = stack.pop()
-                for c in consumers[n]:
-                    if c not in seen:
-                        seen.add(c)
-                        stack.append(c)
-            return seen
+        def reached(g):
+            return _reachable([g], lambda n: consumers[n])
 
-        reach = [descendants(c) | {c} for c in consumers[entry]]
+        reach = [reached(c) for c in consumers[entry]]
         common = set.intersection(*reach)
         if not common:
             return None
         exit_ = min(common, key=lambda g: min(self.groups[g]))
-        members = {g for g in set().union(*reach) if exit_ in descendants(g) or g == exit_}
+        members = {g for g in set().union(*reach) if exit_ in reached(g)}
         for m in members:
             if not producers[m] <= members | {entry}:
                 return None
