@@ -27,8 +27,10 @@ import warnings
 import numpy as np
 import pytest
 import tvm
+from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
+from tvm.script import tirx as T
 
 from tvm_fusion_ext.analysis.graph import NodeKind, OpPattern, build_graphs
 from tvm_fusion_ext.cli import main as cli_main
@@ -42,6 +44,7 @@ from tvm_fusion_ext.cost import (
 )
 from tvm_fusion_ext.cost import model as cost_model
 from tvm_fusion_ext.cost.features import kernel_features
+from tvm_fusion_ext.hardware import CPUSpec
 from tvm_fusion_ext.hardware.device_costs import CACHE_ENV
 from tvm_fusion_ext.pipelines import fusion_pipeline, preprocess_passes
 from tvm_fusion_ext.relax_passes.apollo_fusion import ApolloFusion, apollo_preprocess
@@ -167,6 +170,65 @@ def test_a_reduction_loop_enclosing_the_tile_is_not_a_register_tile():
     assert fused.get("tiled", 0) == 0 and fused["vector"] >= 2 * macs, fused
     verdict = profitability_for(TARGET).verdict(graph, [[n.index] for n in graph.nodes if n.fusible])
     assert not verdict.profitable, verdict.describe()
+
+
+@T.prim_func(s_tir=True)
+def _one_row_tile(a: T.Buffer((64, 64), "float32"), b: T.Buffer((64, 16), "float32"),
+                  c: T.Buffer((64, 16), "float32")):
+    # one row of 16 lanes: two vector accumulators under the reduction loop
+    for i, k in T.grid(64, 64):
+        for j in T.vectorized(16):
+            with T.sblock("update"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    c[vi, vj] = T.float32(0)
+                c[vi, vj] = c[vi, vj] + a[vi, vk] * b[vk, vj]
+
+
+@T.prim_func(s_tir=True)
+def _four_row_tile(a: T.Buffer((64, 64), "float32"), b: T.Buffer((64, 16), "float32"),
+                   c: T.Buffer((64, 16), "float32")):
+    # four unrolled rows of 16 lanes: eight vector accumulators
+    for i0, k in T.grid(16, 64):
+        for i1 in T.unroll(4):
+            for j in T.vectorized(16):
+                with T.sblock("update"):
+                    vi = T.axis.spatial(64, i0 * 4 + i1)
+                    vj, vk = T.axis.remap("SR", [j, k])
+                    with T.init():
+                        c[vi, vj] = T.float32(0)
+                    c[vi, vj] = c[vi, vj] + a[vi, vk] * b[vk, vj]
+
+
+def test_a_tile_with_too_few_accumulators_counts_its_fma_latency():
+    """An FMA pipeline of 2 units x 4 cycles needs 8 independent vector accumulators: one row of
+    two AVX2 vectors waits 4x as long per multiply-add as four rows of two."""
+    avx2 = CPUSpec("avx2", num_cores=2, vector_bytes=32, fast_memory_bytes=512 * 1024)
+
+    def tiled(func, spec):
+        return sum(n.ops.get(("tiled", False), 0.0) for n in kernel_features(func, spec))
+
+    assert tiled(_one_row_tile, None) == tiled(_four_row_tile, None) == 2 * 64 * 64 * 16
+    assert tiled(_four_row_tile, avx2) == 2 * 64 * 64 * 16
+    assert tiled(_one_row_tile, avx2) == 4 * tiled(_four_row_tile, avx2)
+
+
+def test_a_lone_kernel_is_predicted_as_the_pipeline_leaves_it():
+    """The ``fuse_tir`` phase simplifies every kernel, a lone one too: a 1x1 conv's unit window
+    iterators become constants (``x[.., yy + ry]`` -> ``x[.., yy]``), which lets the schedule pad
+    it; the kernel the check predicts is that one, not the legalized PrimFunc."""
+    weight = relax.const(_rng.standard_normal((58, 58, 1, 1)).astype("float32"))
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 58, 14, 14), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.conv2d(x, weight))
+        bb.emit_func_output(out)
+    graph = _graph(bb.get())
+    with TARGET:
+        piped = relax.transform.AttachAttrLayoutFreeBuffers()(fusion_pipeline("none", TARGET)(bb.get()))
+    (expected,) = [f for _, f in piped.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    tvm.ir.assert_structural_equal(fused_kernel(graph, [graph.nodes[-1].index]), expected)
 
 
 def test_an_item_of_a_tuple_made_outside_the_group_is_predicted():

@@ -118,3 +118,60 @@ def test_depthwise_conv_over_56_columns_gets_half_width_vectors():
     vectorized = {int(loop.extent) for loop in _loops(conv) if loop.kind == tirx.ForKind.VECTORIZED}
     unrolled = [int(loop.extent) for loop in _loops(conv) if loop.kind == tirx.ForKind.UNROLLED]
     assert 8 in vectorized and 7 in unrolled
+
+
+def _shuffled_pointwise_conv():
+    """ShuffleNetV2's channel shuffle at 14 x 14, the split of its second half and the 1x1 conv
+    that reads it, as one kernel (what NeoFlow's Eq. (4) merges): the group's ``FuseTIR`` kernel
+    as the pipeline makes it (:func:`tvm_fusion_ext.cost.fused_kernel`)."""
+    from tvm_fusion_ext.analysis.graph import build_graphs
+    from tvm_fusion_ext.cost import fused_kernel
+    from tvm_fusion_ext.pipelines import preprocess_passes
+
+    rng = np.random.default_rng(1)
+    bb = relax.BlockBuilder()
+    a = relax.Var("a", relax.TensorType((1, 58, 14, 14), "float32"))
+    b = relax.Var("b", relax.TensorType((1, 58, 14, 14), "float32"))
+    weight = relax.const(rng.standard_normal((58, 58, 1, 1)).astype("float32") * 0.1)
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            c = bb.emit(relax.op.concat([a, b], axis=1))
+            r = bb.emit(relax.op.reshape(c, (1, 2, 58, 14, 14)))
+            t = bb.emit(relax.op.permute_dims(r, (0, 2, 1, 3, 4)))
+            s = bb.emit(relax.op.reshape(t, (1, 116, 14, 14)))
+            half = bb.emit(relax.TupleGetItem(bb.emit(relax.op.split(s, 2, axis=1)), 1))
+            out = bb.emit_output(relax.op.nn.conv2d(half, weight))
+        bb.emit_func_output(out)
+    with tvm.target.Target("llvm"):
+        graph = build_graphs(tvm.transform.Sequential(preprocess_passes())(bb.get()))[0]
+    return fused_kernel(graph, [n.index for n in graph.nodes if n.fusible])
+
+
+def test_a_shuffled_operand_stays_a_block_so_the_pointwise_conv_is_padded_and_tiled():
+    """Inlining the shuffle's permuted channel index (``rc % 2 * 58 + rc // 2 + 29``) into the
+    conv would leave no einsum for ``pad_einsum``, and the 14 columns no whole vector: a
+    one-row micro-kernel whose single accumulator chain waits on every FMA (3-4x slower than
+    the conv alone). The shuffle stays a block the conv reads plainly; the conv is padded to 16
+    columns and gets a register tile of several rows, and computes the same numbers."""
+    kernel = _shuffled_pointwise_conv()
+    scheduled = DefaultSchedule("llvm", AVX2)(tvm.IRModule({"main": kernel}))["main"]
+    names = []
+    tvm_ffi.structural_walk(scheduled.body, [(s_tir.SBlock, lambda blk: names.append(blk.name_hint))])
+    assert any(name.endswith("_pad") for name in names), names
+    update = next(loop for loop in _loops(scheduled) if isinstance(loop.body, s_tir.SBlockRealize)
+                  and loop.body.block.name_hint == "conv2d_nchw_update")
+    assert update.kind == tirx.ForKind.VECTORIZED and int(update.extent) == 8
+    unrolled = [int(loop.extent) for loop in _loops(scheduled) if loop.kind == tirx.ForKind.UNROLLED]
+    assert max(unrolled) >= 2                               # several accumulator rows
+
+    target = tvm.target.Target("llvm")
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal([int(d) for d in p.shape]).astype("float32") for p in kernel.params]
+    results = []
+    for func in (kernel, scheduled):
+        lib = tvm.tirx.build(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target)
+        tensors = [tvm.runtime.tensor(x) for x in args]
+        lib["main"](*tensors)
+        results.append(tensors[-1].numpy())
+    assert np.abs(results[1]).max() > 0
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-5)

@@ -147,7 +147,7 @@ def _solve(rates: Rates, name: str, func: tirx.PrimFunc, target) -> Rates:
     it for ``parallel``'s reciprocal), so ``term = 2 * (p1 - p2)`` and the measured time minus
     ``other`` gives the constant.
     """
-    nests = kernel_features(func)
+    nests = kernel_features(func, spec_for_target(target))
     measured = _time(func, target)
     p1 = predict_nests(nests, _with(rates, name, 1.0))
     p2 = predict_nests(nests, _with(rates, name, 2.0))

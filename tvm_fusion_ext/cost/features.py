@@ -22,7 +22,12 @@ alone (nothing is compiled or run):
     each reduction step);
   - ``scalar``: the rest;
 
-  and whether a parallel loop encloses it (then its work is spread over the cores);
+  and whether a parallel loop encloses it (then its work is spread over the cores). Given the
+  target's :class:`~tvm_fusion_ext.hardware.spec.HardwareSpec`, a ``tiled`` block with fewer
+  independent accumulators than its FMA pipeline needs to hide their latency (``fma_units *
+  fma_latency`` vectors, :func:`accumulator_vectors`) counts its operations ``needed /
+  accumulators`` times: each FMA of the chain waits on the previous one into the same register
+  (one 14-lane row of accumulators under a channel loop runs at a quarter of the peak on AVX2);
 * the bytes of the buffers the nest touches that live in memory (function parameters and
   ``global`` buffers of the root block; intermediates the schedule moved into a tile are
   ``local`` and cost nothing), each buffer counted once per nest.
@@ -38,6 +43,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import s_tir, tirx
 
+from ..hardware.spec import HardwareSpec
 from ..tir_passes.analysis import REDUCE, uses_any
 from ..tir_passes.loop_fusion import LAYOUT_REWRITE_PREPROC
 
@@ -59,8 +65,9 @@ class NestFeatures:
         self.ops[(kind, parallel)] = self.ops.get((kind, parallel), 0.0) + ops
 
 
-def kernel_features(func: tirx.PrimFunc) -> list[NestFeatures]:
-    """The :class:`NestFeatures` of every loop nest of ``func`` (scheduled or not)."""
+def kernel_features(func: tirx.PrimFunc, spec: HardwareSpec | None = None) -> list[NestFeatures]:
+    """The :class:`NestFeatures` of every loop nest of ``func`` (scheduled or not); with ``spec``,
+    latency-bound register tiles count their FMA chains' waiting (module docstring)."""
     root = func.body.block if isinstance(func.body, s_tir.SBlockRealize) else None
     memory = set(func.params)
     body = func.body
@@ -72,7 +79,7 @@ def kernel_features(func: tirx.PrimFunc) -> list[NestFeatures]:
     for stmt in nests:
         nest = NestFeatures()
         touched: dict[int, int] = {}
-        _walk(stmt, 1.0, False, False, nest, touched, memory, ())
+        _walk(stmt, 1.0, False, False, nest, touched, memory, (), spec)
         nest.bytes = sum(touched.values())
         if nest.ops or nest.bytes:
             out.append(nest)
@@ -80,25 +87,25 @@ def kernel_features(func: tirx.PrimFunc) -> list[NestFeatures]:
 
 
 def _walk(stmt, trips: float, vectorized: bool, parallel: bool, nest: NestFeatures,
-          touched: dict, memory: set, loops: tuple) -> None:
+          touched: dict, memory: set, loops: tuple, spec: HardwareSpec | None) -> None:
     """Add ``stmt``'s work to ``nest``: it runs ``trips`` times, inside the ``loops`` (outermost
     first), some vectorised or parallel."""
     if isinstance(stmt, tirx.For):
         kind = stmt.kind
         extent = stmt.extent.value if isinstance(stmt.extent, tvm.tirx.IntImm) else 1
         _walk(stmt.body, trips * extent, vectorized or kind == tirx.ForKind.VECTORIZED,
-              parallel or kind == tirx.ForKind.PARALLEL, nest, touched, memory, (*loops, stmt))
+              parallel or kind == tirx.ForKind.PARALLEL, nest, touched, memory, (*loops, stmt), spec)
     elif isinstance(stmt, tirx.SeqStmt):
         for s in stmt.seq:
-            _walk(s, trips, vectorized, parallel, nest, touched, memory, loops)
+            _walk(s, trips, vectorized, parallel, nest, touched, memory, loops, spec)
     elif isinstance(stmt, s_tir.SBlockRealize):
-        _block(stmt, trips, vectorized, parallel, nest, touched, memory, loops)
+        _block(stmt, trips, vectorized, parallel, nest, touched, memory, loops, spec)
     elif isinstance(stmt, tirx.IfThenElse):
-        _walk(stmt.then_case, trips, vectorized, parallel, nest, touched, memory, loops)
+        _walk(stmt.then_case, trips, vectorized, parallel, nest, touched, memory, loops, spec)
         if stmt.else_case is not None:
-            _walk(stmt.else_case, trips, vectorized, parallel, nest, touched, memory, loops)
+            _walk(stmt.else_case, trips, vectorized, parallel, nest, touched, memory, loops, spec)
     elif isinstance(stmt, (tirx.LetStmt, tirx.AttrStmt, tirx.DeclBuffer)):
-        _walk(stmt.body, trips, vectorized, parallel, nest, touched, memory, loops)
+        _walk(stmt.body, trips, vectorized, parallel, nest, touched, memory, loops, spec)
     elif isinstance(stmt, tirx.BufferStore):  # a store outside any block (non-s_tir TIR)
         kind = ("tiled" if _accumulates(stmt) else "vector") if vectorized else "scalar"
         nest.add(kind, parallel, trips * max(value_ops(stmt.value), 1))
@@ -106,7 +113,8 @@ def _walk(stmt, trips: float, vectorized: bool, parallel: bool, nest: NestFeatur
 
 
 def _block(realize: s_tir.SBlockRealize, trips: float, vectorized: bool, parallel: bool,
-           nest: NestFeatures, touched: dict, memory: set, loops: tuple) -> None:
+           nest: NestFeatures, touched: dict, memory: set, loops: tuple,
+           spec: HardwareSpec | None) -> None:
     block = realize.block
     if block.annotations and LAYOUT_REWRITE_PREPROC in block.annotations:
         return
@@ -119,9 +127,14 @@ def _block(realize: s_tir.SBlockRealize, trips: float, vectorized: bool, paralle
             kind = "reduce"
         else:
             kind = "tiled" if _carries_accumulators(realize, loops) else "vector"
-        nest.add(kind, parallel, trips * max(value_ops(block.body.value), 1))
+        ops = trips * max(value_ops(block.body.value), 1)
+        if kind == "tiled" and spec is not None:
+            needed = spec.fma_units * spec.fma_latency
+            lanes = spec.vector_lanes(str(block.body.buffer.dtype))
+            ops *= max(1.0, needed / accumulator_vectors(realize, loops, lanes))
+        nest.add(kind, parallel, ops)
         return
-    _walk(block.body, trips, vectorized, parallel, nest, touched, memory, loops)
+    _walk(block.body, trips, vectorized, parallel, nest, touched, memory, loops, spec)
 
 
 def _carries_accumulators(realize: s_tir.SBlockRealize, loops: tuple) -> bool:
@@ -131,8 +144,7 @@ def _carries_accumulators(realize: s_tir.SBlockRealize, loops: tuple) -> bool:
     reduction steps. Otherwise each reduction step walks the whole tile of accumulators, loading
     and storing each one: the ``1 x 7 x 7`` loops of an NCHW conv tile between a channel loop
     outside and the vector FMAs inside."""
-    reduce_values = [value for iv, value in zip(realize.block.iter_vars, realize.iter_values)
-                     if iv.iter_type == REDUCE]
+    reduce_values = _reduce_values(realize)
     inner_reduction = False
     for loop in reversed(loops):
         extent = loop.extent.value if isinstance(loop.extent, tvm.tirx.IntImm) else 2
@@ -143,6 +155,27 @@ def _carries_accumulators(realize: s_tir.SBlockRealize, loops: tuple) -> bool:
         elif loop.kind not in (tirx.ForKind.UNROLLED, tirx.ForKind.VECTORIZED):
             return inner_reduction
     return inner_reduction
+
+
+def accumulator_vectors(realize: s_tir.SBlockRealize, loops: tuple, lanes: int) -> int:
+    """Independent vector accumulators of the register tile of the reduction ``realize``: the
+    spatial loops between the innermost reduction loop (more than one iteration) and the block,
+    a vectorised one counted in vectors of ``lanes`` (a partial vector takes a register)."""
+    reduce_values = _reduce_values(realize)
+    count = 1
+    for loop in reversed(loops):
+        extent = loop.extent.value if isinstance(loop.extent, tvm.tirx.IntImm) else 1
+        if extent <= 1:
+            continue
+        if any(uses_any(value, [loop.loop_var]) for value in reduce_values):
+            break
+        count *= -(-extent // lanes) if loop.kind == tirx.ForKind.VECTORIZED else extent
+    return count
+
+
+def _reduce_values(realize: s_tir.SBlockRealize) -> list:
+    return [value for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+            if iv.iter_type == REDUCE]
 
 
 def _accumulates(store: tirx.BufferStore) -> bool:

@@ -78,10 +78,13 @@ def fused_kernel(graph: DataflowGraph, group: Iterable[int]) -> tirx.PrimFunc | 
     ``FuseTIR`` and ``StmtSimplify`` (the ``fuse_tir`` phase), then
     ``AttachAttrLayoutFreeBuffers`` (the CPU backend's first scheduling pass: constant weights
     are packed once, at compile time, not in the kernel). A single ``call_tir`` keeps its own
-    PrimFunc, as the pipeline leaves it."""
+    PrimFunc, simplified as the ``fuse_tir`` phase simplifies every kernel (a 1x1 conv's unit
+    window iterators become constants, which makes it an einsum the schedule can pad)."""
     members = sorted(group)
     if len(members) == 1 and graph.nodes[members[0]].kind is NodeKind.CALL_TIR:
-        mini = relax.transform.AttachAttrLayoutFreeBuffers()(group_module(graph, members))
+        mini = tvm.transform.Sequential([s_tir.transform.StmtSimplify(),
+                                         relax.transform.AttachAttrLayoutFreeBuffers()])(
+            group_module(graph, members))
         (kernel,) = [f for _, f in mini.functions_items() if isinstance(f, tirx.PrimFunc)]
         return kernel
     mini, inputs = _group_module(graph, members, lift_constants=True)

@@ -34,6 +34,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .. import tir_passes
+from ..hardware.spec import spec_for_target
 from ..tir_passes.default_schedule import untuned_schedule
 from .features import CLASSES, NestFeatures, kernel_features
 
@@ -103,6 +104,7 @@ class KernelCostModel:
 
     def __init__(self, target: tvm.target.Target, rates: Rates, store: Path | None = None):
         self.target = target
+        self.spec = spec_for_target(target)
         self.rates = rates
         self.store = store
         self.cache: dict[str, float] = _read_store(store) if store is not None else {}
@@ -110,7 +112,7 @@ class KernelCostModel:
     def seconds(self, func: tirx.PrimFunc) -> float:
         """Predicted seconds of one call of ``func`` as the default schedule makes it."""
         return self.remembered(f"kernel:{tvm_ffi.structural_hash(func)}", lambda: predict_nests(
-            kernel_features(scheduled(func, self.target)), self.rates))
+            kernel_features(scheduled(func, self.target), self.spec), self.rates))
 
     def remembered(self, key: str, predict) -> float:
         """The prediction remembered under ``key``, else ``predict()`` (remembered from now on)."""
@@ -133,10 +135,10 @@ def store_name(target: tvm.target.Target, rates: Rates, host: str) -> str:
 @functools.cache
 def schedule_fingerprint() -> str:
     """A digest of the source of the package's TIR schedules (``tir_passes/``), of this model's
-    features and of how a group's kernel is made (``group_kernel.py``), which decide what a
-    prediction is."""
+    features and formula and of how a group's kernel is made (``group_kernel.py``), which decide
+    what a prediction is."""
     sources = sorted(Path(tir_passes.__file__).parent.glob("*.py")) + [
-        Path(__file__).with_name(name) for name in ("features.py", "group_kernel.py")]
+        Path(__file__).with_name(name) for name in ("features.py", "model.py", "group_kernel.py")]
     digest = hashlib.sha256()
     for path in sources:
         digest.update(path.name.encode() + path.read_bytes())

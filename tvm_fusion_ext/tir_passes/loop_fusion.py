@@ -90,8 +90,13 @@ class AnchorLoopFusion(SpecScheduleRule):
             return self.decline("a block declares other regions than it accesses (TE's concat): "
                                 "moving it would trust the declaration")
         infos = [info for _, info in analyzed]
-        anchor_name = infos[pick_anchor(infos)].name
-        inline_injective(sch, infos, anchor_name)
+        anchor = infos[pick_anchor(infos)]
+        anchor_name = anchor.name
+        weights = layout_free_buffers(sch.mod["main"])
+        lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
+        inline_injective(sch, infos, anchor_name, einsum_anchor=anchor.is_contraction and _starved(
+            plan_register_tile(anchor, spec, prepacked=weights), spec)
+            and _lane_padding(anchor, lanes, weights) is not None)
 
         analyzed = analyze_blocks(sch)
         if not analyzed:
@@ -100,8 +105,6 @@ class AnchorLoopFusion(SpecScheduleRule):
         names = [info.name for info in infos]
         anchor = infos[names.index(anchor_name)]
         producers, consumers = names[: names.index(anchor_name)], names[names.index(anchor_name) + 1:]
-        lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
-        weights = layout_free_buffers(sch.mod["main"])
         register_tile = plan_register_tile(anchor, spec, prepacked=weights) if anchor.is_contraction else None
         if (anchor.is_contraction and _starved(register_tile, spec)
                 and _pad_spatial_to_lanes(sch, anchor, lanes)):
@@ -217,15 +220,22 @@ def _pad_spatial_to_lanes(sch: s_tir.Schedule, anchor: BlockInfo, lanes: int) ->
     """Pad a contraction whose extents are no multiple of the vector lanes (ViT's 197 tokens) to
     the next multiple (``sch.pad_einsum``: the operands are copied into zero-padded buffers, and
     the result copied back), so that it gets a register tile with several rows and reduction
-    blocks that fit the panel budget; zeros add nothing to a sum of products.
+    blocks that fit the panel budget; zeros add nothing to a sum of products. The loops padded
+    are :func:`_lane_padding`'s; returns whether it padded."""
+    padding = _lane_padding(anchor, lanes, layout_free_buffers(sch.mod["main"]))
+    return padding is not None and try_primitive(sch.pad_einsum, sch.get_sblock(anchor.name), padding)
+
+
+def _lane_padding(anchor: BlockInfo, lanes: int, weights: Collection) -> list[int] | None:
+    """Per anchor loop, the multiple :func:`_pad_spatial_to_lanes` pads it to (1: unpadded), or
+    ``None`` when no loop is worth padding.
 
     Only loops of at least ``lanes`` iterations are padded, those that waste least first, while
     the padded iteration space does at most :data:`_MAX_PADDING_WASTE` more work (a 1x1 conv to 24
     channels at 56 x 56 pads the image columns to 64, not the channels), and never a loop that
     indexes a weight (a padded weight would be copied on every call: MobileNetV2's classifier,
-    1280 x 1000, keeps its 1000 columns); returns whether it padded.
+    1280 x 1000, keeps its 1000 columns).
     """
-    weights = layout_free_buffers(sch.mod["main"])
     weight_vars = [anchor.loop_iters[pos].var for pos in range(len(anchor.extents))
                    if any(read.source.same_as(w) and any(uses_any(rg.min, [anchor.loop_iters[pos].var])
                                                          for rg in read.region)
@@ -239,9 +249,7 @@ def _pad_spatial_to_lanes(sch: s_tir.Schedule, anchor: BlockInfo, lanes: int) ->
         pos = -minus_pos
         if growth * ratio <= 1 + _MAX_PADDING_WASTE:
             padding[pos], growth = lanes, growth * ratio
-    if all(m == 1 for m in padding):
-        return False
-    return try_primitive(sch.pad_einsum, sch.get_sblock(anchor.name), padding)
+    return None if all(m == 1 for m in padding) else padding
 
 
 def _analyze_padded(sch: s_tir.Schedule, anchor_name: str) -> tuple[list[BlockInfo], str]:
@@ -282,9 +290,15 @@ class ContractionLoops:
 
 
 def inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: str,
-                     keep: tuple[str, ...] = ()) -> None:
+                     keep: tuple[str, ...] = (), einsum_anchor: bool = False) -> None:
     """Inline the element-wise chain after the anchor and cheap injective producers before it
-    (not the blocks named in ``keep``)."""
+    (not the blocks named in ``keep``).
+
+    With ``einsum_anchor`` (a contraction that will be padded to whole vectors, whose
+    ``pad_einsum`` needs every operand indexed by plain iterators), a producer the anchor reads
+    is inlined into it only when it loads with plain indices (a copy or transpose): a slice, a
+    reshape or a channel shuffle stays a block of its own, which the other producers are
+    inlined into and the anchor reads as a plain operand."""
     intermediates = intermediate_buffers(sch)
     names = [info.name for info in infos]
     anchor_at = names.index(anchor_name)
@@ -297,7 +311,20 @@ def inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: s
         before_anchor = names.index(info.name) < anchor_at
         if before_anchor and (info.is_padding or (len(sch.get_consumers(rv)) != 1 and not info.is_copy)):
             continue
+        if (before_anchor and einsum_anchor and not _loads_plainly(info)
+                and any(sch.get(c).name_hint == anchor_name for c in sch.get_consumers(rv))):
+            continue
         try_primitive(sch.compute_inline, rv)
+
+
+def _loads_plainly(info: BlockInfo) -> bool:
+    """The block stores one load whose every index is a block iterator or a constant."""
+    body = info.block.body
+    if not (isinstance(body, tirx.BufferStore) and isinstance(body.value, tvm.ir.TensorLoad)):
+        return False
+    iterators = [iv.var for iv in info.block.iter_vars]
+    return all(isinstance(index, tirx.IntImm) or any(index.same_as(v) for v in iterators)
+               for index in body.value.indices)
 
 
 def _plan_tiles(anchor: BlockInfo, producers: list[BlockInfo], spec: HardwareSpec,
