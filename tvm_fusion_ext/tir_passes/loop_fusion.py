@@ -38,8 +38,9 @@ moving blocks trusts those declarations; see ``default_schedule``.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import tvm
 from tvm import s_tir, sym, tirx
@@ -94,9 +95,9 @@ class AnchorLoopFusion(SpecScheduleRule):
         anchor_name = anchor.name
         weights = layout_free_buffers(sch.mod["main"])
         lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
-        inline_injective(sch, infos, anchor_name, einsum_anchor=anchor.is_contraction and _starved(
-            plan_register_tile(anchor, spec, prepacked=weights), spec)
-            and _lane_padding(anchor, lanes, weights) is not None)
+        inline_injective(sch, infos, anchor_name, einsum_anchor=functools.cache(
+            lambda: anchor.is_contraction and _lane_padding(anchor, lanes, weights) is not None
+            and _starved(plan_register_tile(anchor, spec, prepacked=weights), spec)))
 
         analyzed = analyze_blocks(sch)
         if not analyzed:
@@ -290,15 +291,16 @@ class ContractionLoops:
 
 
 def inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: str,
-                     keep: tuple[str, ...] = (), einsum_anchor: bool = False) -> None:
+                     keep: tuple[str, ...] = (), einsum_anchor: Callable[[], bool] | None = None) -> None:
     """Inline the element-wise chain after the anchor and cheap injective producers before it
     (not the blocks named in ``keep``).
 
-    With ``einsum_anchor`` (a contraction that will be padded to whole vectors, whose
-    ``pad_einsum`` needs every operand indexed by plain iterators), a producer the anchor reads
-    is inlined into it only when it loads with plain indices (a copy or transpose): a slice, a
-    reshape or a channel shuffle stays a block of its own, which the other producers are
-    inlined into and the anchor reads as a plain operand."""
+    When ``einsum_anchor()`` holds (asked only once a producer would need it: the anchor is a
+    contraction to be padded to whole vectors, whose ``pad_einsum`` needs every operand indexed
+    by plain iterators), a producer the anchor reads is inlined into it only when it loads with
+    plain indices (a copy or transpose): a slice, a reshape or a channel shuffle stays a block of
+    its own, which the other producers are inlined into and the anchor reads as a plain
+    operand."""
     intermediates = intermediate_buffers(sch)
     names = [info.name for info in infos]
     anchor_at = names.index(anchor_name)
@@ -311,8 +313,9 @@ def inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: s
         before_anchor = names.index(info.name) < anchor_at
         if before_anchor and (info.is_padding or (len(sch.get_consumers(rv)) != 1 and not info.is_copy)):
             continue
-        if (before_anchor and einsum_anchor and not _loads_plainly(info)
-                and any(sch.get(c).name_hint == anchor_name for c in sch.get_consumers(rv))):
+        if (before_anchor and einsum_anchor is not None and not _loads_plainly(info)
+                and any(sch.get(c).name_hint == anchor_name for c in sch.get_consumers(rv))
+                and einsum_anchor()):
             continue
         try_primitive(sch.compute_inline, rv)
 
