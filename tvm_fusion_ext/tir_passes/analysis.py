@@ -342,6 +342,11 @@ def _candidates(extent: int, multiple: int) -> list[int]:
 
 
 def uses_any(expr, variables) -> bool:
+    """Whether ``expr`` reads any of ``variables``."""
+    if isinstance(expr, tvm.ir.Var):  # most buffer indices: answered without a walk
+        return any(expr.same_as(v) for v in variables)
+    if isinstance(expr, tirx.IntImm):
+        return False
     found = []
     tvm_ffi.structural_walk(expr, [(tvm.ir.Var, found.append)])
     return any(any(f.same_as(v) for v in variables) for f in found)
