@@ -6,7 +6,10 @@ Fusion within Layers", Fig. 11), :class:`AnchorLoopFusion`
 
 1. picks the anchor block: the conv / matmul if there is one, else the last block;
 2. inlines injective producers (single-consumer or pure data movement) and the element-wise /
-   broadcast chain after the anchor (``compute_inline``), so few blocks remain;
+   broadcast chain after the anchor (``compute_inline``), so few blocks remain; a contraction
+   that will be padded to whole vectors keeps a producer it reads through anything but plain
+   iterators (a slice, a reshape, a channel shuffle) as a block, so that it stays an einsum
+   (:func:`inline_injective`);
 3. tiles the anchor's outer spatial loops with the largest divisors whose tile working set fits
    the spec's fast memory (:func:`.analysis.choose_tile`). A contraction instead gets a register
    tile (:mod:`.register_tile`): a micro-kernel of vector accumulators kept in registers over a
