@@ -5,9 +5,13 @@ tail, and row tiles are balanced over the cores; the results stay exact."""
 import numpy as np
 import tvm
 import tvm_ffi
+from cases.attention import random_inputs, run_reference
 from tvm import relax, s_tir, tirx
 
+from tvm_fusion_ext.analysis.graph import build_graphs
+from tvm_fusion_ext.cost import fused_kernel
 from tvm_fusion_ext.hardware import CPUSpec
+from tvm_fusion_ext.pipelines import preprocess_passes
 from tvm_fusion_ext.tir_passes import DefaultSchedule
 from tvm_fusion_ext.tir_passes.vectorize import PARTITION_HINT
 
@@ -124,10 +128,6 @@ def _shuffled_pointwise_conv():
     """ShuffleNetV2's channel shuffle at 14 x 14, the split of its second half and the 1x1 conv
     that reads it, as one kernel (what NeoFlow's Eq. (4) merges): the group's ``FuseTIR`` kernel
     as the pipeline makes it (:func:`tvm_fusion_ext.cost.fused_kernel`)."""
-    from tvm_fusion_ext.analysis.graph import build_graphs
-    from tvm_fusion_ext.cost import fused_kernel
-    from tvm_fusion_ext.pipelines import preprocess_passes
-
     rng = np.random.default_rng(1)
     bb = relax.BlockBuilder()
     a = relax.Var("a", relax.TensorType((1, 58, 14, 14), "float32"))
@@ -164,14 +164,7 @@ def test_a_shuffled_operand_stays_a_block_so_the_pointwise_conv_is_padded_and_ti
     unrolled = [int(loop.extent) for loop in _loops(scheduled) if loop.kind == tirx.ForKind.UNROLLED]
     assert max(unrolled) >= 2                               # several accumulator rows
 
-    target = tvm.target.Target("llvm")
-    rng = np.random.default_rng(2)
-    args = [rng.standard_normal([int(d) for d in p.shape]).astype("float32") for p in kernel.params]
-    results = []
-    for func in (kernel, scheduled):
-        lib = tvm.tirx.build(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target)
-        tensors = [tvm.runtime.tensor(x) for x in args]
-        lib["main"](*tensors)
-        results.append(tensors[-1].numpy())
-    assert np.abs(results[1]).max() > 0
-    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-5)
+    inputs = random_inputs(kernel, seed=2)
+    got, expected = run_reference(scheduled, inputs), run_reference(kernel, inputs)
+    assert np.abs(got).max() > 0
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

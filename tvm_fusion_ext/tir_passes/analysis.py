@@ -88,6 +88,16 @@ class BlockInfo:
         body = self.block.body
         return isinstance(body, tirx.BufferStore) and isinstance(body.value, tvm.ir.TensorLoad)
 
+    @property
+    def is_plain_copy(self) -> bool:
+        """A copy whose load is indexed by block iterators and constants only (a copy or a
+        transpose, not a slice, reshape or shuffle)."""
+        if not self.is_copy:
+            return False
+        iterators = [iv.var for iv in self.block.iter_vars]
+        return all(isinstance(index, tirx.IntImm) or any(index.same_as(v) for v in iterators)
+                   for index in self.block.body.value.indices)
+
     def vector_position(self) -> int | None:
         """Loop to vectorise: the innermost spatial loop, if it walks the output's last dimension."""
         spatial = self.spatial_positions

@@ -316,21 +316,11 @@ def inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: s
         before_anchor = names.index(info.name) < anchor_at
         if before_anchor and (info.is_padding or (len(sch.get_consumers(rv)) != 1 and not info.is_copy)):
             continue
-        if (before_anchor and einsum_anchor is not None and not _loads_plainly(info)
+        if (before_anchor and einsum_anchor is not None and not info.is_plain_copy
                 and any(sch.get(c).name_hint == anchor_name for c in sch.get_consumers(rv))
                 and einsum_anchor()):
             continue
         try_primitive(sch.compute_inline, rv)
-
-
-def _loads_plainly(info: BlockInfo) -> bool:
-    """The block stores one load whose every index is a block iterator or a constant."""
-    body = info.block.body
-    if not (isinstance(body, tirx.BufferStore) and isinstance(body.value, tvm.ir.TensorLoad)):
-        return False
-    iterators = [iv.var for iv in info.block.iter_vars]
-    return all(isinstance(index, tirx.IntImm) or any(index.same_as(v) for v in iterators)
-               for index in body.value.indices)
 
 
 def _plan_tiles(anchor: BlockInfo, producers: list[BlockInfo], spec: HardwareSpec,
