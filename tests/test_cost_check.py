@@ -415,11 +415,15 @@ def test_predictions_persist_by_structure(cache_dir, monkeypatch):
 
 
 def test_calibrate_command_rewrites_the_entry(cache_dir, capsys):
+    """It measures the kernel rates again, and NeoFlow's device costs of the host, so that the
+    next compile measures nothing."""
     path, calls = cache_dir
     calibration.load_or_calibrate()
+    assert not (path / "device_costs.json").exists()
     assert cli_main(["calibrate"]) == 0
     assert len(calls) == 2
     assert str(path / calibration.CACHE_FILE) in capsys.readouterr().out
+    assert (path / "device_costs.json").exists()
 
 
 def test_real_calibration_is_short_and_plausible(tmp_path, monkeypatch):

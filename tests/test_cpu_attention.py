@@ -169,3 +169,37 @@ def test_attention_groups_match_each_kernel_structure_once(monkeypatch):
     monkeypatch.setattr(search, "_SCHEDULES_WHOLE", StructuralMemo(search.MEMO_SIZE))
     assert search.attention_groups(build_graphs(mod)[0], TARGET, remembered) == groups
     assert matched == []
+
+
+def test_a_merge_across_an_attention_kernel_is_refused_without_predicting_a_kernel():
+    """A merge taking the ops of an attention group together with an op outside it would keep the
+    attention from its rule (``ProfitabilityCheck.verdict``): it is refused whatever its parts
+    cost, so no kernel is made or scheduled for it (a CPUAttention schedule is the dearest one)."""
+    pytest.importorskip("torch")
+    from tvm_fusion_ext.analysis.graph import build_graphs
+    from tvm_fusion_ext.cost import ProfitabilityCheck
+    from tvm_fusion_ext.cost.attention_groups import attention_groups
+    from tvm_fusion_ext.pipelines import preprocess_passes
+
+    class CountingModel:
+        def __init__(self):
+            self.predicted = []
+
+        def seconds(self, func):
+            self.predicted.append(func)
+            return 1e-3
+
+        def remembered(self, _key, predict):
+            return predict()
+
+    mod = zoo.load("bert_base", {"seq": 32, "layers": 1}).relax("torch")
+    with TARGET:
+        mod = tvm.transform.Sequential(preprocess_passes())(mod)
+    (graph,) = build_graphs(mod)
+    (group,) = attention_groups(graph, TARGET)
+    consumer = next(n.index for n in graph.nodes if n.index not in group.members
+                    and any(i in group.members for i in n.inputs) and n.prim_func is not None)
+    model = CountingModel()
+    verdict = ProfitabilityCheck(TARGET, model=model).verdict(graph, [group.members, [consumer]])
+    assert not verdict.profitable and verdict.gain_s == -np.inf and verdict.refused, verdict.describe()
+    assert model.predicted == []

@@ -51,25 +51,35 @@ _GPU_MODELS: dict[str, GPUKernelModel] = {}
 @dataclass(frozen=True)
 class Verdict:
     """Predicted seconds of a group's kernel (``fused_s``, infinite when it cannot be made) and
-    of the kernels it replaces (``parts_s``); both ``None`` when nothing is predicted, for the
+    of the kernels it replaces (``parts_s``); both ``None`` when nothing is predicted: for the
     reason ``unpredicted`` (see :meth:`ProfitabilityCheck.verdict`), and then the strategy's own
-    decision stands."""
+    decision stands, or because a rule refuses the merge whatever its parts cost (``refused``
+    says which)."""
 
     fused_s: float | None
     parts_s: float | None
     unpredicted: str = ""
+    refused: str = ""
 
     @property
     def profitable(self) -> bool:
-        """Not predicted slower than its parts (beyond :data:`SLOWER_MARGIN`); true when abstaining."""
+        """Not refused, and not predicted slower than its parts (beyond :data:`SLOWER_MARGIN`);
+        true when abstaining."""
+        if self.refused:
+            return False
         return self.fused_s is None or self.fused_s <= self.parts_s * (1.0 + SLOWER_MARGIN)
 
     @property
     def gain_s(self) -> float | None:
-        """Seconds the fusion is predicted to save (negative: to cost); ``None`` when abstaining."""
+        """Seconds the fusion is predicted to save (negative: to cost; minus infinity when
+        refused); ``None`` when abstaining."""
+        if self.refused:
+            return -math.inf
         return None if self.fused_s is None else self.parts_s - self.fused_s
 
     def describe(self) -> str:
+        if self.refused:
+            return f"refused: {self.refused}"
         if self.fused_s is None:
             return f"no prediction ({self.unpredicted})"
         fused = "no single kernel" if math.isinf(self.fused_s) else f"{self.fused_s * 1e6:.1f} us"
@@ -132,8 +142,9 @@ class ProfitabilityCheck:
         that stays strictly inside one gets no prediction: the steps towards the kernel the rule
         takes whole are kernels of the other rules (``Fallback`` on a GPU, one plain loop nest
         per op on a CPU), and the strategy's decision stands for them. A merge that takes an op of
-        one's core together with an op outside it is refused: its kernel is no attention, and
-        once formed it keeps the attention from the rule for good. Anything else, the whole group
+        one's core together with an op outside it is refused without predicting anything: its
+        kernel is no attention, and once formed it keeps the attention from the rule for good.
+        Anything else, the whole group
         included, is judged as any group is.
 
         Nothing is predicted for a group with symbolic shapes (the model cannot count its loop
@@ -155,7 +166,8 @@ class ProfitabilityCheck:
             if union < group.members:
                 return Verdict(None, None, "part of an attention kernel one rule takes whole")
             if union & group.core and not union <= group.members:
-                return Verdict(math.inf, sum(self.group_seconds(graph, p) for p in parts))
+                return Verdict(None, None, refused="it takes ops of an attention kernel one rule "
+                                                  "takes whole together with ops outside it")
         if not _static(graph, union):
             return Verdict(None, None, "symbolic shapes")
         if all(graph.nodes[m].pattern <= OpPattern.INJECTIVE for m in union):
