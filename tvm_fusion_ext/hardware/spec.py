@@ -21,6 +21,7 @@ memory is the fast memory a tile must fit).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -178,8 +179,10 @@ def _host_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+@functools.cache
 def _host_caches() -> dict[int, int]:
-    """Data/unified cache size per level from sysfs, in bytes (empty where sysfs is missing)."""
+    """Data/unified cache size per level from sysfs, in bytes (empty where sysfs is missing);
+    read once per process (a spec is asked for per scheduled kernel)."""
     sizes: dict[int, int] = {}
     if not _SYS_CACHE.is_dir():
         return sizes
