@@ -66,7 +66,7 @@ def test_depthwise_network_computes_the_same_in_nhwc():
     mod = _separable_block()
     x = RNG.uniform(-1, 1, (1, 8, 16, 16)).astype("float32")
     target = tvm.target.Target("llvm")
-    assert CPUBackend().graph_passes(target)[-1].__class__ is ChannelsLast
+    assert ChannelsLast in [p.__class__ for p in CPUBackend().graph_passes(target)]
     expected = run(build(mod, "none", target, policy="unscheduled"), [x])
     for fusion in ("stock", "apollo"):
         actual = run(build(mod, fusion, target), [x])

@@ -27,6 +27,7 @@ from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
 from ..relax_passes.channels_last import ChannelsLast
 from ..relax_passes.fold_batch_norm import FoldBatchNormIntoConv
 from ..relax_passes.fold_weight_layouts import FoldWeightLayouts
+from ..relax_passes.pointwise_conv_as_matmul import PointwiseConvAsMatmul
 from ..tir_passes.default_schedule import default_schedule_pass
 from ..tir_passes.vector_erf import VectorErf
 from ..tir_passes.vector_exp import VectorExp
@@ -36,7 +37,7 @@ from .registry import register_backend
 @register_backend("cpu")
 class CPUBackend:
     def graph_passes(self, target: tvm.target.Target) -> list:
-        return [FoldBatchNormIntoConv(), ChannelsLast()]
+        return [FoldBatchNormIntoConv(), ChannelsLast(), PointwiseConvAsMatmul(target)]
 
     def schedule_passes(self, target: tvm.target.Target, policy: str) -> list:
         if policy == "unscheduled":

@@ -11,9 +11,10 @@ from .materialize_partition import MaterializePartition
 from .neoflow_fusion import NeoFlowFusion
 from .open_compound_ops import OpenCompoundOps
 from .parallel_fusion import ParallelFusion
+from .pointwise_conv_as_matmul import PointwiseConvAsMatmul
 from .schedule_execution_order import ScheduleExecutionOrder
 from .simplify import AlgebraicSimplify, Simplify
 
 __all__ = ["AlgebraicSimplify", "ApolloFusion", "ChannelsLast", "FoldBatchNormIntoConv", "FoldWeightLayouts", "FuseOpsDominator",
            "GraphTurboFusion", "MaterializePartition", "NeoFlowFusion", "OpenCompoundOps",
-           "ParallelFusion", "ScheduleExecutionOrder", "Simplify"]
+           "ParallelFusion", "PointwiseConvAsMatmul", "ScheduleExecutionOrder", "Simplify"]

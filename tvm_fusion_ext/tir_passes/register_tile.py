@@ -103,16 +103,30 @@ def plan_register_tile(info: BlockInfo, spec: HardwareSpec, lanes: int | None = 
     the operand buffers the schedule lays out at compile time (layout-free weights, see
     ``loop_fusion.layout_free_buffers``), whose panels are contiguous."""
     lanes = lanes or spec.vector_lanes(str(info.block.writes[0].source.dtype))
-    best = None
-    for key, micro, broadcasts in _micro_kernels(info, lanes, spec, prepacked):
-        if best is None or key > best[0]:
-            best = (key, micro, broadcasts)
-    if best is None or not best[2]:
+    best = _best_micro_kernel(info, lanes, spec, prepacked)
+    if best is None:
         return None
     micro = best[1]
     reduce_block = _reduce_block(info, micro, _contiguous(info, micro.packed, prepacked), spec.panel_bytes())
     tile = _spatial_tile(info, micro, reduce_block, spec)
     return replace(micro, reduce_block=reduce_block, tile=tile)
+
+
+def micro_kernel_cycles(info: BlockInfo, spec: HardwareSpec, lanes: int | None = None,
+                        prepacked: Collection = ()) -> float | None:
+    """Cycles per output element of the micro-kernel :func:`plan_register_tile` picks for
+    contraction ``info`` (its strided epilogue included when the accumulator is transposed), or
+    ``None`` when it would plan none: the figure two forms of one contraction are compared by."""
+    lanes = lanes or spec.vector_lanes(str(info.block.writes[0].source.dtype))
+    best = _best_micro_kernel(info, lanes, spec, prepacked)
+    return None if best is None else -best[0][0]
+
+
+def _best_micro_kernel(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: Collection):
+    """The best ``(key, micro-kernel, broadcasts)`` of :func:`_micro_kernels`, or ``None`` when
+    there is none or it broadcasts nothing."""
+    best = max(_micro_kernels(info, lanes, spec, prepacked), key=lambda item: item[0], default=None)
+    return None if best is None or not best[2] else best
 
 
 def _contiguous(info: BlockInfo, packed: tuple[int, ...], prepacked: Collection) -> set[int]:
