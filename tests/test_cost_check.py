@@ -213,10 +213,42 @@ def test_a_tile_with_too_few_accumulators_counts_its_fma_latency():
     assert tiled(_one_row_tile, avx2) == 4 * tiled(_four_row_tile, avx2)
 
 
-def test_a_lone_kernel_is_predicted_as_the_pipeline_leaves_it():
+@T.prim_func(s_tir=True)
+def _relu_4_wide(a: T.Buffer((64, 4), "float32"), b: T.Buffer((64, 4), "float32")):
+    for i in range(64):
+        for j in T.vectorized(4):
+            with T.sblock("relu"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                b[vi, vj] = T.max(a[vi, vj], T.float32(0))
+
+
+def test_a_loop_that_fills_part_of_a_vector_counts_whole_vectors():
+    """A 4-wide vectorised loop uses a quarter of each AVX-512 register and half of each AVX2 one:
+    its operations count 4x and 2x (a 4-lane micro-kernel of a conv over 116 channels on AVX-512
+    was predicted at full-vector speed, 4x too fast)."""
+    avx2 = CPUSpec("avx2", num_cores=2, vector_bytes=32, fast_memory_bytes=512 * 1024)
+    avx512 = CPUSpec("avx512", num_cores=2, vector_bytes=64, fast_memory_bytes=1024 * 1024, vector_registers=32)
+
+    def vector_ops(func, spec):
+        return sum(n.ops.get(("vector", False), 0.0) for n in kernel_features(func, spec))
+
+    assert vector_ops(_relu_4_wide, None) == 64 * 4
+    assert vector_ops(_relu_4_wide, avx2) == 2 * 64 * 4
+    assert vector_ops(_relu_4_wide, avx512) == 4 * 64 * 4
+    # whole vectors: the 16-lane tile is one AVX-512 vector per row, two AVX2 ones
+    tiled = [sum(n.ops.get(("tiled", False), 0.0) for n in kernel_features(_four_row_tile, spec))
+             for spec in (avx2, avx512)]
+    assert tiled == [2 * 64 * 64 * 16, 2 * 64 * 64 * 16 * 8 / 4]
+
+
+def test_a_lone_kernel_is_predicted_as_the_pipeline_leaves_it(monkeypatch):
     """The ``fuse_tir`` phase simplifies every kernel, a lone one too: a 1x1 conv's unit window
     iterators become constants (``x[.., yy + ry]`` -> ``x[.., yy]``), which lets the schedule pad
-    it; the kernel the check predicts is that one, not the legalized PrimFunc."""
+    it; the kernel the check predicts is that one, not the legalized PrimFunc. (The conv is kept
+    a conv: on an AVX-512 host ``PointwiseConvAsMatmul`` would make it a matmul.)"""
+    from tvm_fusion_ext.relax_passes import pointwise_conv_as_matmul
+
+    monkeypatch.setattr(pointwise_conv_as_matmul, "matmul_is_cheaper", lambda *args: False)
     weight = relax.const(_rng.standard_normal((58, 58, 1, 1)).astype("float32"))
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((1, 58, 14, 14), "float32"))

@@ -28,6 +28,9 @@ alone (nothing is compiled or run):
   fma_latency`` vectors, :func:`accumulator_vectors`) counts its operations ``needed /
   accumulators`` times: each FMA of the chain waits on the previous one into the same register
   (one 14-lane row of accumulators under a channel loop runs at a quarter of the peak on AVX2);
+  and a vectorised block whose innermost vectorised loop fills only part of the target's
+  vectors counts its operations as whole vectors (:func:`partial_vector_factor`: a 4-wide
+  channel loop on AVX-512 does a quarter of the work per instruction);
 * the bytes of the buffers the nest touches that live in memory (function parameters and
   ``global`` buffers of the root block; intermediates the schedule moved into a tile are
   ``local`` and cost nothing), each buffer counted once per nest.
@@ -128,10 +131,12 @@ def _block(realize: s_tir.SBlockRealize, trips: float, vectorized: bool, paralle
         else:
             kind = "tiled" if _carries_accumulators(realize, loops) else "vector"
         ops = trips * max(value_ops(block.body.value), 1)
-        if kind == "tiled" and spec is not None:
-            needed = spec.fma_units * spec.fma_latency
+        if vectorized and spec is not None:
             lanes = spec.vector_lanes(str(block.body.buffer.dtype))
-            ops *= max(1.0, needed / accumulator_vectors(realize, loops, lanes))
+            ops *= partial_vector_factor(loops, lanes)
+            if kind == "tiled":
+                needed = spec.fma_units * spec.fma_latency
+                ops *= max(1.0, needed / accumulator_vectors(realize, loops, lanes))
         nest.add(kind, parallel, ops)
         return
     _walk(block.body, trips, vectorized, parallel, nest, touched, memory, loops, spec)
@@ -155,6 +160,18 @@ def _carries_accumulators(realize: s_tir.SBlockRealize, loops: tuple) -> bool:
         elif loop.kind not in (tirx.ForKind.UNROLLED, tirx.ForKind.VECTORIZED):
             return inner_reduction
     return inner_reduction
+
+
+def partial_vector_factor(loops: tuple, lanes: int) -> float:
+    """How many times its element count a block's innermost vectorised loop costs in vector
+    operations of ``lanes``: ``ceil(extent / lanes) * lanes / extent`` (a 4-wide loop on a
+    16-lane machine fills a quarter of each vector, so it runs 4 times the operations a full
+    vector would take for its elements); 1 for a loop of whole vectors."""
+    vector = next((loop for loop in reversed(loops) if loop.kind == tirx.ForKind.VECTORIZED), None)
+    if vector is None or not isinstance(vector.extent, tvm.tirx.IntImm) or vector.extent.value <= 0:
+        return 1.0
+    extent = vector.extent.value
+    return -(-extent // lanes) * lanes / extent
 
 
 def accumulator_vectors(realize: s_tir.SBlockRealize, loops: tuple, lanes: int) -> int:
