@@ -150,3 +150,24 @@ def test_every_strategy_computes_the_bottleneck_block_as_the_unfused_module(fusi
     inputs = [RNG.standard_normal((1, 64, 56, 56)).astype("float32")]
     expected = run(build(mod, "none", "llvm", "unscheduled"), inputs)
     assert_allclose_by_dtype(run(build(mod, fusion, parse_target("llvm")), inputs), expected, context=fusion)
+
+
+def test_a_variable_bound_to_a_conv_is_no_conv_to_rewrite():
+    """The pattern matches ``out = y`` for ``y = conv2d(..)`` too (patterns see through bindings);
+    only the call is rewritten, and the alias reads its result (a fuzzed graph crashed here)."""
+    @I.ir_module
+    class Before:
+        @R.function
+        def main(x: R.Tensor((1, 8, 24, 24), "float32")):
+            with R.dataflow():
+                y = R.nn.conv2d(x, R.const(W1))
+                strided = R.nn.conv2d(x, R.const(W1), strides=[2, 2])
+                out = y
+                alias = strided
+                R.output(out, alias)
+            return (out, alias)
+
+    after, rewritten = _rewrite(Before)
+    assert rewritten == 1
+    ops = [b.value.op.name for b in after["main"].body.blocks[0].bindings if isinstance(b.value, relax.Call)]
+    assert ops == ["relax.reshape", "relax.matmul", "relax.reshape", "relax.nn.conv2d"]

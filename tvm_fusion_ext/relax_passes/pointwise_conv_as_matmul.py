@@ -55,7 +55,8 @@ class PointwiseConvAsMatmul:
         self.rewritten = 0
 
         def rewrite(call, _matched):
-            shapes = pointwise_conv_shapes(call)
+            # The pattern also matches a variable bound to a conv (``gv = lv``): only calls change.
+            shapes = pointwise_conv_shapes(call) if isinstance(call, relax.Call) else None
             if shapes is None:
                 return call
             if shapes not in decided:
