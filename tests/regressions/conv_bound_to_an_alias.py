@@ -1,4 +1,6 @@
-"""Fuzzing regression (tests/test_fuzz.py, hypothesis seed 1).
+"""Fuzzing regression (tests/test_fuzz.py, hypothesis seed 1): a 1x1 conv whose output variable
+is bound to another (``gv = lv``); PointwiseConvAsMatmul's pattern matched the alias too and
+read attributes off it.
 
 * none (reference) on llvm: reference: AttributeError: 'DataflowVar' object has no attribute 'attrs'
 """
