@@ -280,6 +280,31 @@ def test_an_item_of_a_tuple_made_outside_the_group_is_predicted():
     assert _kernels(SplitExpMatmul, "dominator-both", cost_check=True) == 4
 
 
+def test_a_reshape_that_becomes_a_view_costs_nothing_apart():
+    """A reshape kernel whose result stays in the block becomes a view (``RewriteDataflowReshape``),
+    so a merge that takes it into a matmul's kernel saves no time: its parts are the matmul alone.
+    A reshape the function returns stays a copy kernel and is predicted as one."""
+    @I.ir_module
+    class ReshapeMatmulReshape:
+        @R.function
+        def main(x: R.Tensor((8, 32, 256), "float32")):
+            with R.dataflow():
+                rows = R.reshape(x, (256, 256))
+                y = R.matmul(rows, R.const(W1))
+                out = R.reshape(y, (8, 32, 512))
+                R.output(out)
+            return out
+
+    graph = _graph(ReshapeMatmulReshape)
+    before, matmul, after = (graph.nodes[graph.index_of(name)] for name in ("rows", "y", "out"))
+    assert before.becomes_view and not after.becomes_view and not matmul.becomes_view
+    check = profitability_for(TARGET)
+    assert check.group_seconds(graph, [before.index]) == 0.0
+    assert check.group_seconds(graph, [after.index]) > 0.0
+    verdict = check.verdict(graph, [[before.index], [matmul.index]])
+    assert verdict.parts_s == check.group_seconds(graph, [matmul.index]), verdict.describe()
+
+
 def test_only_an_epilogue_in_place_goes_unpredicted():
     """A contraction whose output a broadcast spreads over a larger tensor, or whose output a
     slice moves across tiles, is no write-back epilogue: the check predicts those groups."""

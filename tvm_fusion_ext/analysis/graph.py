@@ -80,6 +80,19 @@ class OpNode:
         return self.classification.flops if self.classification else 0
 
     @property
+    def becomes_view(self) -> bool:
+        """A reshape kernel (one input, the same elements in the same row-major order) whose result
+        stays in the block: ``RewriteDataflowReshape`` turns its call into ``R.reshape``, a view the
+        VM makes without a kernel or a copy (TVM src/relax/transform/rewrite_dataflow_reshape.cc)."""
+        func = self.prim_func
+        if self.kind is not NodeKind.CALL_TIR or self.is_block_output or func is None or len(func.params) != 2:
+            return False
+        source, result = func.params
+        elements = _elements(source.shape)
+        return (str(source.dtype) == str(result.dtype) and elements is not None
+                and elements == _elements(result.shape) and relax.analysis.has_reshape_pattern(func))
+
+    @property
     def fusible(self) -> bool:
         """Only kernels and the tuple plumbing around them can go into a fused function."""
         return self.kind in (NodeKind.CALL_TIR, NodeKind.TUPLE, NodeKind.TUPLE_GET_ITEM)
@@ -241,6 +254,13 @@ _PATTERN_OF_TYPE = {
 # --------------------------------------------------------------------------------------------
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
 _CALL_TIR_INPLACE = tvm.ir.Op.get("relax.call_tir_inplace")
+
+
+def _elements(shape) -> int | None:
+    """Elements of a static buffer shape; ``None`` when a dimension is symbolic."""
+    if not all(isinstance(dim, tirx.IntImm) for dim in shape):
+        return None
+    return int(np.prod([int(dim) for dim in shape], dtype=np.int64))
 
 
 def tensor_bytes(ty) -> int:

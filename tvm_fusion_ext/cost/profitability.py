@@ -114,7 +114,9 @@ class ProfitabilityCheck:
 
     def group_seconds(self, graph: DataflowGraph, group: Iterable[int]) -> float:
         """Predicted seconds of the kernel ``group`` becomes (0 without a ``call_tir``: tuple
-        plumbing launches nothing; infinite when the pipeline cannot make it one kernel)."""
+        plumbing launches nothing; 0 for a reshape left alone whose result stays in the block: it
+        becomes a view, :attr:`~..analysis.graph.OpNode.becomes_view`; infinite when the pipeline
+        cannot make it one kernel)."""
         members = frozenset(group)
         known = self._groups.setdefault(graph, {})
         if members not in known:
@@ -123,6 +125,8 @@ class ProfitabilityCheck:
 
     def _predict(self, graph: DataflowGraph, members: list[int]) -> float:
         if not any(graph.nodes[m].kind is NodeKind.CALL_TIR for m in members):
+            return 0.0
+        if len(members) == 1 and graph.nodes[members[0]].becomes_view:
             return 0.0
 
         def predict():

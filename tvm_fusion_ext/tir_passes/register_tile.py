@@ -46,6 +46,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
+import tvm
 from tvm import sym
 
 from ..hardware import HardwareSpec
@@ -242,12 +243,27 @@ def _walk(region, var) -> str | None:
     if not dims:
         return "none"
     if len(dims) != 1:
-        return None
+        return "contiguous" if _flat_stride_one(region, dims[0], var) else None
     index = region.region[dims[0]].min
     if dims[0] == len(region.region) - 1:
         coeffs = sym.detect_linear_equation(index, [var])
         return "contiguous" if len(coeffs) == 2 and is_const_one(coeffs[0]) else None
     return "packed" if index.same_as(var) else None
+
+
+def _flat_stride_one(region, first: int, var) -> bool:
+    """Whether the dimensions of ``region`` from ``first`` to the last, all single points, index
+    memory with stride 1 along ``var`` once flattened: ``[k, i // 28, i % 28]``, a reshape
+    ``FuseTIR`` inlined in front of a contraction, reads ``[k, i]`` of the same bytes."""
+    ranges = list(region.region)[first:]
+    if not all(isinstance(r.extent, tvm.tirx.IntImm) and int(r.extent) == 1 for r in ranges):
+        return False
+    shape = [int(n) for n in region.source.shape][first:]
+    flat = ranges[0].min
+    for size, rng in zip(shape[1:], ranges[1:]):
+        flat = flat * size + rng.min
+    coeffs = sym.detect_linear_equation(sym.Analyzer().simplify(flat), [var])
+    return len(coeffs) == 2 and is_const_one(coeffs[0])
 
 
 def _reduce_block(info: BlockInfo, micro: RegisterTile, contiguous: set[int], budget: int) -> dict[int, int]:
