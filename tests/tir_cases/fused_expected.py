@@ -20,13 +20,13 @@ def conv2d_bias_relu(x: T.Buffer((T.int64(1), T.int64(4), T.int64(8), T.int64(8)
     pad_temp_local = T.sblock_alloc_buffer((T.int64(1), T.int64(4), T.int64(10), T.int64(10)), scope="local")
     conv2d_nchw_intermediate_local = T.sblock_alloc_buffer((T.int64(1), T.int64(8), T.int64(8), T.int64(8)), scope="local")
     for nn_0_ff_0_yy_0_xx_0_fused in T.parallel(T.int64(4)):
-        for nn_1_init, ff_1_init, yy_1_init, xx_1_init in T.grid(T.int64(1), T.int64(1), T.int64(4), T.int64(1)):
-            for ff_2_init in T.unroll(T.int64(4)):
+        for nn_1_init, ff_1_init, yy_1_init, xx_1_init in T.grid(T.int64(1), T.int64(2), T.int64(4), T.int64(1)):
+            for ff_2_init in T.unroll(T.int64(2)):
                 for xx_2_init in T.unroll(T.int64(2)):
                     for xx_3_init in T.vectorized(T.int64(4)):
                         with T.sblock("conv2d_nchw_init"):
                             v_nn = T.axis.spatial(T.int64(1), nn_1_init)
-                            v_ff = T.axis.spatial(T.int64(8), nn_0_ff_0_yy_0_xx_0_fused // T.int64(2) * T.int64(4) + ff_1_init * T.int64(4) + ff_2_init)
+                            v_ff = T.axis.spatial(T.int64(8), nn_0_ff_0_yy_0_xx_0_fused // T.int64(2) * T.int64(4) + ff_1_init * T.int64(2) + ff_2_init)
                             v_yy = T.axis.spatial(T.int64(8), nn_0_ff_0_yy_0_xx_0_fused % T.int64(2) * T.int64(4) + yy_1_init)
                             v_xx = T.axis.spatial(T.int64(8), xx_1_init * T.int64(8) + xx_2_init * T.int64(4) + xx_3_init)
                             T.reads()
@@ -43,19 +43,20 @@ def conv2d_bias_relu(x: T.Buffer((T.int64(1), T.int64(4), T.int64(8), T.int64(8)
                         T.reads(x[v_i0, v_i1, v_i2 - T.int64(1), v_i3 - T.int64(1)])
                         T.writes(pad_temp_local[v_i0, v_i1, v_i2, v_i3])
                         pad_temp_local[v_i0, v_i1, v_i2, v_i3] = T.if_then_else(T.int64(1) <= v_i2 and v_i2 < T.int64(9) and T.int64(1) <= v_i3 and v_i3 < T.int64(9), x[v_i0, v_i1, v_i2 - T.int64(1), v_i3 - T.int64(1)], T.float32(0.0))
-            for ry, rx, nn_1, ff_1, yy_1, xx_1 in T.grid(T.int64(3), T.int64(3), T.int64(1), T.int64(1), T.int64(4), T.int64(1)):
-                for ff_2 in T.unroll(T.int64(4)):
-                    for xx_2 in T.unroll(T.int64(2)):
-                        for xx_3 in T.vectorized(T.int64(4)):
-                            with T.sblock("conv2d_nchw_update"):
-                                v_nn = T.axis.spatial(T.int64(1), nn_1)
-                                v_ff = T.axis.spatial(T.int64(8), nn_0_ff_0_yy_0_xx_0_fused // T.int64(2) * T.int64(4) + ff_1 * T.int64(4) + ff_2)
-                                v_yy = T.axis.spatial(T.int64(8), nn_0_ff_0_yy_0_xx_0_fused % T.int64(2) * T.int64(4) + yy_1)
-                                v_xx = T.axis.spatial(T.int64(8), xx_1 * T.int64(8) + xx_2 * T.int64(4) + xx_3)
-                                v_rc, v_ry, v_rx = T.axis.remap("RRR", [rc, ry, rx])
-                                T.reads(conv2d_nchw_intermediate_local[v_nn, v_ff, v_yy, v_xx], pad_temp_local[v_nn, v_rc, v_yy + v_ry, v_xx + v_rx], w[v_ff, v_rc, v_ry, v_rx])
-                                T.writes(conv2d_nchw_intermediate_local[v_nn, v_ff, v_yy, v_xx])
-                                conv2d_nchw_intermediate_local[v_nn, v_ff, v_yy, v_xx] = conv2d_nchw_intermediate_local[v_nn, v_ff, v_yy, v_xx] + pad_temp_local[v_nn, v_rc, v_yy + v_ry, v_xx + v_rx] * w[v_ff, v_rc, v_ry, v_rx]
+            for nn_1, ff_1, yy_1, xx_1, ry in T.grid(T.int64(1), T.int64(2), T.int64(4), T.int64(1), T.int64(3)):
+                for rx in T.unroll(T.int64(3)):
+                    for ff_2 in T.unroll(T.int64(2)):
+                        for xx_2 in T.unroll(T.int64(2)):
+                            for xx_3 in T.vectorized(T.int64(4)):
+                                with T.sblock("conv2d_nchw_update"):
+                                    v_nn = T.axis.spatial(T.int64(1), nn_1)
+                                    v_ff = T.axis.spatial(T.int64(8), nn_0_ff_0_yy_0_xx_0_fused // T.int64(2) * T.int64(4) + ff_1 * T.int64(2) + ff_2)
+                                    v_yy = T.axis.spatial(T.int64(8), nn_0_ff_0_yy_0_xx_0_fused % T.int64(2) * T.int64(4) + yy_1)
+                                    v_xx = T.axis.spatial(T.int64(8), xx_1 * T.int64(8) + xx_2 * T.int64(4) + xx_3)
+                                    v_rc, v_ry, v_rx = T.axis.remap("RRR", [rc, ry, rx])
+                                    T.reads(conv2d_nchw_intermediate_local[v_nn, v_ff, v_yy, v_xx], pad_temp_local[v_nn, v_rc, v_yy + v_ry, v_xx + v_rx], w[v_ff, v_rc, v_ry, v_rx])
+                                    T.writes(conv2d_nchw_intermediate_local[v_nn, v_ff, v_yy, v_xx])
+                                    conv2d_nchw_intermediate_local[v_nn, v_ff, v_yy, v_xx] = conv2d_nchw_intermediate_local[v_nn, v_ff, v_yy, v_xx] + pad_temp_local[v_nn, v_rc, v_yy + v_ry, v_xx + v_rx] * w[v_ff, v_rc, v_ry, v_rx]
         for ax0, ax1, ax2 in T.grid(T.int64(1), T.int64(4), T.int64(4)):
             for ax3 in T.vectorized(T.int64(8)):
                 with T.sblock("compute"):
@@ -139,24 +140,24 @@ def matmul_bias_gelu(x: T.Buffer((T.int64(16), T.int64(32)), "float32"), w: T.Bu
     # with T.sblock("root"):
     matmul_intermediate_local = T.sblock_alloc_buffer((T.int64(16), T.int64(16)), scope="local")
     for i0_0_i1_0_fused in T.parallel(T.int64(2)):
-        for i0_1_init, i1_1_init in T.grid(T.int64(2), T.int64(2)):
-            for i0_2_init in T.unroll(T.int64(4)):
-                for i1_2_init in T.unroll(T.int64(2)):
+        for i0_1_init, i1_1_init in T.grid(T.int64(4), T.int64(1)):
+            for i0_2_init in T.unroll(T.int64(2)):
+                for i1_2_init in T.unroll(T.int64(4)):
                     for i1_3_init in T.vectorized(T.int64(4)):
                         with T.sblock("matmul_init"):
-                            v_i0 = T.axis.spatial(T.int64(16), i0_0_i1_0_fused * T.int64(8) + i0_1_init * T.int64(4) + i0_2_init)
-                            v_i1 = T.axis.spatial(T.int64(16), i1_1_init * T.int64(8) + i1_2_init * T.int64(4) + i1_3_init)
+                            v_i0 = T.axis.spatial(T.int64(16), i0_0_i1_0_fused * T.int64(8) + i0_1_init * T.int64(2) + i0_2_init)
+                            v_i1 = T.axis.spatial(T.int64(16), i1_1_init * T.int64(16) + i1_2_init * T.int64(4) + i1_3_init)
                             T.reads()
                             T.writes(matmul_intermediate_local[v_i0, v_i1])
                             matmul_intermediate_local[v_i0, v_i1] = T.float32(0.0)
-        for k, i0_1, i1_1 in T.grid(T.int64(32), T.int64(2), T.int64(2)):
-            for i0_2 in T.unroll(T.int64(4)):
-                for i1_2 in T.unroll(T.int64(2)):
+        for k_0, i0_1, i1_1, k_1 in T.grid(T.int64(8), T.int64(4), T.int64(1), T.int64(4)):
+            for i0_2 in T.unroll(T.int64(2)):
+                for i1_2 in T.unroll(T.int64(4)):
                     for i1_3 in T.vectorized(T.int64(4)):
                         with T.sblock("matmul_update"):
-                            v_i0 = T.axis.spatial(T.int64(16), i0_0_i1_0_fused * T.int64(8) + i0_1 * T.int64(4) + i0_2)
-                            v_i1 = T.axis.spatial(T.int64(16), i1_1 * T.int64(8) + i1_2 * T.int64(4) + i1_3)
-                            v_k = T.axis.reduce(T.int64(32), k)
+                            v_i0 = T.axis.spatial(T.int64(16), i0_0_i1_0_fused * T.int64(8) + i0_1 * T.int64(2) + i0_2)
+                            v_i1 = T.axis.spatial(T.int64(16), i1_1 * T.int64(16) + i1_2 * T.int64(4) + i1_3)
+                            v_k = T.axis.reduce(T.int64(32), k_0 * T.int64(4) + k_1)
                             T.reads(matmul_intermediate_local[v_i0, v_i1], x[v_i0, v_k], w[v_k, v_i1])
                             T.writes(matmul_intermediate_local[v_i0, v_i1])
                             matmul_intermediate_local[v_i0, v_i1] = matmul_intermediate_local[v_i0, v_i1] + x[v_i0, v_k] * w[v_k, v_i1]
@@ -175,37 +176,38 @@ def matmul_nt_bias(x: T.Buffer((T.int64(16), T.int64(32)), "float32"), w: T.Buff
     T.func_attr({"tirx.noalias": True})
     # with T.sblock("root"):
     matmul_intermediate_local = T.sblock_alloc_buffer((T.int64(16), T.int64(16)), scope="local")
-    w_local = T.sblock_alloc_buffer((T.int64(2), T.int64(32), T.int64(8)), scope="local")
+    w_local = T.sblock_alloc_buffer((T.int64(1), T.int64(32), T.int64(16)), scope="local")
     for i0_0_i1_0_fused in T.parallel(T.int64(2)):
-        for i0_1_init, i1_1_init in T.grid(T.int64(2), T.int64(2)):
-            for i0_2_init in T.unroll(T.int64(4)):
-                for i1_2_init in T.unroll(T.int64(2)):
+        for i0_1_init, i1_1_init in T.grid(T.int64(4), T.int64(1)):
+            for i0_2_init in T.unroll(T.int64(2)):
+                for i1_2_init in T.unroll(T.int64(4)):
                     for i1_3_init in T.vectorized(T.int64(4)):
                         with T.sblock("matmul_init"):
-                            v_i0 = T.axis.spatial(T.int64(16), i0_0_i1_0_fused * T.int64(8) + i0_1_init * T.int64(4) + i0_2_init)
-                            v_i1 = T.axis.spatial(T.int64(16), i1_1_init * T.int64(8) + i1_2_init * T.int64(4) + i1_3_init)
+                            v_i0 = T.axis.spatial(T.int64(16), i0_0_i1_0_fused * T.int64(8) + i0_1_init * T.int64(2) + i0_2_init)
+                            v_i1 = T.axis.spatial(T.int64(16), i1_1_init * T.int64(16) + i1_2_init * T.int64(4) + i1_3_init)
                             T.reads()
                             T.writes(matmul_intermediate_local[v_i0, v_i1])
                             matmul_intermediate_local[v_i0, v_i1] = T.float32(0.0)
-        for k in range(T.int64(32)):
-            for ax0, ax1 in T.grid(T.int64(16), T.int64(1)):
-                with T.sblock("w_local"):
-                    v0 = T.axis.spatial(T.int64(16), ax0)
-                    v1 = T.axis.spatial(T.int64(32), k + ax1)
-                    T.reads(w[v0, v1])
-                    T.writes(w_local[v0 // T.int64(8), v1, v0 % T.int64(8)])
-                    w_local[v0 // T.int64(8), v1, v0 % T.int64(8)] = w[v0, v1]
-            for i0_1, i1_1 in T.grid(T.int64(2), T.int64(2)):
-                for i0_2 in T.unroll(T.int64(4)):
-                    for i1_2 in T.unroll(T.int64(2)):
+        for k_0 in range(T.int64(8)):
+            for ax0 in range(T.int64(16)):
+                for ax1 in T.vectorized(T.int64(4)):
+                    with T.sblock("w_local"):
+                        v0 = T.axis.spatial(T.int64(16), ax0)
+                        v1 = T.axis.spatial(T.int64(32), k_0 * T.int64(4) + ax1)
+                        T.reads(w[v0, v1])
+                        T.writes(w_local[T.int64(0), v1, v0])
+                        w_local[T.int64(0), v1, v0] = w[v0, v1]
+            for i0_1, i1_1, k_1 in T.grid(T.int64(4), T.int64(1), T.int64(4)):
+                for i0_2 in T.unroll(T.int64(2)):
+                    for i1_2 in T.unroll(T.int64(4)):
                         for i1_3 in T.vectorized(T.int64(4)):
                             with T.sblock("matmul_update"):
-                                v_i0 = T.axis.spatial(T.int64(16), i0_0_i1_0_fused * T.int64(8) + i0_1 * T.int64(4) + i0_2)
-                                v_i1 = T.axis.spatial(T.int64(16), i1_1 * T.int64(8) + i1_2 * T.int64(4) + i1_3)
-                                v_k = T.axis.reduce(T.int64(32), k)
-                                T.reads(matmul_intermediate_local[v_i0, v_i1], x[v_i0, v_k], w_local[v_i1 // T.int64(8), v_k, v_i1 % T.int64(8)])
+                                v_i0 = T.axis.spatial(T.int64(16), i0_0_i1_0_fused * T.int64(8) + i0_1 * T.int64(2) + i0_2)
+                                v_i1 = T.axis.spatial(T.int64(16), i1_1 * T.int64(16) + i1_2 * T.int64(4) + i1_3)
+                                v_k = T.axis.reduce(T.int64(32), k_0 * T.int64(4) + k_1)
+                                T.reads(matmul_intermediate_local[v_i0, v_i1], x[v_i0, v_k], w_local[T.int64(0), v_k, v_i1])
                                 T.writes(matmul_intermediate_local[v_i0, v_i1])
-                                matmul_intermediate_local[v_i0, v_i1] = matmul_intermediate_local[v_i0, v_i1] + x[v_i0, v_k] * w_local[v_i1 // T.int64(8), v_k, v_i1 % T.int64(8)]
+                                matmul_intermediate_local[v_i0, v_i1] = matmul_intermediate_local[v_i0, v_i1] + x[v_i0, v_k] * w_local[T.int64(0), v_k, v_i1]
         for ax0, ax1_0 in T.grid(T.int64(8), T.int64(2)):
             for ax1_1 in T.vectorized(T.int64(8)):
                 with T.sblock("T_add"):

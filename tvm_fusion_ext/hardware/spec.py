@@ -42,11 +42,13 @@ class HardwareSpec:
     vector_bytes: int
     fast_memory_bytes: int
     vector_registers: int = 16
-    # Pipeline of one core as a register micro-kernel sees it (class facts, not spec fields): FMA
-    # and load units per cycle and the FMA latency, so ``fma_units * fma_latency`` independent
-    # accumulators keep it busy. The defaults hold for x86 cores since Haswell / Zen.
+    # Pipeline of one core as a register micro-kernel sees it (class facts, not spec fields): FMA,
+    # load and store units per cycle (full-width vectors) and the FMA latency, so ``fma_units *
+    # fma_latency`` independent accumulators keep it busy. The defaults hold for x86 cores since
+    # Haswell / Zen.
     fma_units: ClassVar[int] = 2
     load_units: ClassVar[int] = 2
+    store_units: ClassVar[int] = 1
     fma_latency: ClassVar[int] = 4
     # Cycles to bring one 64-byte line from L2 into L1 (32 bytes per cycle on Zen and Skylake).
     line_fill_cycles: ClassVar[float] = 2.0
