@@ -11,9 +11,9 @@ The fused kernels here are predicted slower than their parts under the default s
   group (the gates of an LSTM cell feeding the next step's matmul);
 * ``ShuffleConv``: ShuffleNetV2's channel shuffle (concatenate, reshape, transpose, reshape) in
   front of a 1x1 conv - NeoFlow's Eq. (4) and GraphTurbo's straight merge make one kernel of it,
-  whose conv reads its channels through a permuted index: the register tile cannot block the
-  channel loop, which then encloses the tile, and every multiply-add loads and stores its
-  accumulator.
+  whose conv reads its channels through a permuted index; the register tile still blocks the
+  channel loop inside its micro-kernels, and that kernel is predicted (and measured) faster than
+  its parts.
 
 Decisions are asserted under the suite's fixed rates (tests/conftest.py); the calibration-cache
 tests use their own temporary cache directory and an injected calibration.
@@ -159,17 +159,38 @@ def _ops_by_class(kernel) -> dict:
     return ops
 
 
+@T.prim_func(s_tir=True)
+def _rows_inside_the_reduction(a: T.Buffer((64, 64), "float32"), b: T.Buffer((64, 16), "float32"),
+                               c: T.Buffer((64, 16), "float32")):
+    # the reduction loop encloses the row loop: each step walks every row's accumulator
+    for k, i in T.grid(64, 64):
+        for j in T.vectorized(16):
+            with T.sblock("update"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    c[vi, vj] = T.float32(0)
+                c[vi, vj] = c[vi, vj] + a[vi, vk] * b[vk, vj]
+
+
 def test_a_reduction_loop_enclosing_the_tile_is_not_a_register_tile():
+    """With the reduction outside the row loop, every multiply-add loads and stores its
+    accumulator: ``vector`` work, not ``tiled`` (the same loops with the rows outside are)."""
+    around = _ops_by_class(_rows_inside_the_reduction.with_attr("global_symbol", "main"))
+    inside = _ops_by_class(_one_row_tile.with_attr("global_symbol", "main"))
+    macs = 64 * 64 * 16
+    assert around.get("tiled", 0) == 0 and around["vector"] >= 2 * macs, around
+    assert inside.get("tiled", 0) >= 2 * macs, inside
+
+
+def test_a_shuffled_conv_input_keeps_the_register_tile():
+    """The channel shuffle inlined into the conv reads its channels through ``c % 2 * 232 + c //
+    2``, an index that takes one value per channel step: the reduction block counts the channels
+    it runs over, not the whole 464, so the channel loop stays inside the micro-kernels (counted
+    whole, it enclosed the tile: 1.5x slower on ShuffleNetV2 at 112)."""
     graph = _graph(ShuffleConv)
-    conv = graph.nodes[-1].index
     macs = 2 * 256 * 49 * 464
-    alone = _ops_by_class(fused_kernel(graph, [conv]))
-    assert alone.get("tiled", 0) >= 2 * macs, alone
-    # with the shuffle in front, the channel loop encloses the 1 x 7 x 7 spatial loops of the tile
     fused = _ops_by_class(fused_kernel(graph, [n.index for n in graph.nodes if n.fusible]))
-    assert fused.get("tiled", 0) == 0 and fused["vector"] >= 2 * macs, fused
-    verdict = profitability_for(TARGET).verdict(graph, [[n.index] for n in graph.nodes if n.fusible])
-    assert not verdict.profitable, verdict.describe()
+    assert fused.get("tiled", 0) >= 2 * macs, fused
 
 
 @T.prim_func(s_tir=True)
@@ -361,9 +382,11 @@ def test_neoflow_keeps_two_matmuls_apart_with_the_check():
 
 
 @pytest.mark.parametrize("strategy", ["neoflow", "graphturbo"])
-def test_channel_shuffle_stays_out_of_a_convs_kernel_with_the_check(strategy):
+def test_channel_shuffle_fused_into_a_conv_is_kept_with_the_check(strategy):
+    """The shuffle + conv kernel is predicted faster than its parts (``ShuffleConv``), so the
+    check keeps the paper's one kernel."""
     assert _kernels(ShuffleConv, strategy, cost_check=False) == 1
-    assert _kernels(ShuffleConv, strategy, cost_check=True) == 2
+    assert _kernels(ShuffleConv, strategy, cost_check=True) == 1
 
 
 def test_apollo_records_the_prediction_as_upward_feedback(tmp_path):

@@ -65,8 +65,12 @@ class BlockInfo:
         """The :class:`Access` of every operand read (in :attr:`operand_reads` order) and of the
         write, computed once per block."""
         iters = [iv.var for iv in self.loop_iters]
-        return tuple(Access(_affine_dims(region, iters), tvm.runtime.DataType(str(region.source.dtype)).bits // 8)
-                     for region in list(self.operand_reads) + list(self.block.writes))
+        accesses = []
+        for region in list(self.operand_reads) + list(self.block.writes):
+            dims = _affine_dims(region, iters)
+            accesses.append(Access(dims, tvm.runtime.DataType(str(region.source.dtype)).bits // 8,
+                                   _spans(region, iters, dims)))
+        return tuple(accesses)
 
     @property
     def operand_reads(self) -> list:
@@ -196,15 +200,21 @@ class Access:
 
     ``dims`` holds, per buffer dimension, ``(size, extent, coefficients)``: the region's extent
     at one loop iteration and the index's coefficient for each loop position, or ``(size, None,
-    None)`` when the index is not affine (the dimension then counts whole).
+    None)`` when the index is not affine. A non-affine index takes at most one value per
+    iteration of the loops it uses (``spans``, per dimension: their positions, ``None`` for an
+    affine index or one of unknown loops): ``v % 2 * 116 + v // 2``, a channel shuffle inlined
+    into a conv's input, touches as many channels as ``v`` runs over, not the whole dimension.
     """
 
     dims: tuple
     itemsize: int
+    spans: tuple = ()
     # per dimension, ``(position, |coefficient|)`` of the loops its index uses (None: not affine)
     terms: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        if not self.spans:
+            object.__setattr__(self, "spans", (None,) * len(self.dims))
         object.__setattr__(self, "terms", tuple(
             None if coeffs is None else tuple((p, abs(c)) for p, c in enumerate(coeffs) if c)
             for _, _, coeffs in self.dims))
@@ -212,8 +222,9 @@ class Access:
     def dim_extents(self, extents) -> list[int]:
         """Per buffer dimension, the indices touched while every loop ``p`` runs over
         ``extents[p]`` iterations."""
-        return [size if terms is None else min(size, extent + sum(c * (extents[p] - 1) for p, c in terms))
-                for (size, extent, _), terms in zip(self.dims, self.terms)]
+        return [min(size, extent + sum(c * (extents[p] - 1) for p, c in terms)) if terms is not None
+                else size if span is None else min(size, math.prod(extents[p] for p in span))
+                for (size, extent, _), terms, span in zip(self.dims, self.terms, self.spans)]
 
     def elements(self, extents) -> int:
         """Elements touched while every loop ``p`` runs over ``extents[p]`` iterations."""
@@ -256,6 +267,21 @@ def _affine_dims(region, iters) -> tuple:
         dim, entry = _dimension_run(ranges, shape, dim, iters)
         dims.append(entry)
     return tuple(dims)
+
+
+def _spans(region, iters, dims) -> tuple:
+    """:attr:`Access.spans` of ``region`` whose :attr:`Access.dims` are ``dims``: for a
+    non-affine dimension (one region dimension of extent 1), the positions of the loops its index
+    uses."""
+    if len(dims) != len(region.region):
+        return ()  # a run of dimensions was flattened: every index of it is affine
+    spans = []
+    for (_, extent, _), rng in zip(dims, region.region):
+        if extent is not None or not _is_int(rng.extent) or int(rng.extent) != 1:
+            spans.append(None)
+        else:
+            spans.append(tuple(p for p, var in enumerate(iters) if uses_any(rng.min, [var])))
+    return tuple(spans)
 
 
 def _dimension_run(ranges, shape, dim, iters) -> tuple[int, tuple]:
