@@ -291,15 +291,24 @@ def _dimension_run(ranges, shape, dim, iters) -> tuple[int, tuple]:
     coeffs = _affine_coeffs(ranges[dim].min, iters) if _is_int(ranges[dim].extent) else None
     if coeffs is not None:
         return dim + 1, (shape[dim], int(ranges[dim].extent), coeffs)
-    if all(_is_int(r.extent) and int(r.extent) == 1 for r in ranges[dim:]):
-        analyzer = sym.Analyzer()
-        flat = ranges[dim].min
+    if flattened_index(ranges, shape, dim, len(ranges)) is not None:  # points to the last dimension
         for last in range(dim + 1, len(ranges)):
-            flat = flat * shape[last] + ranges[last].min
-            coeffs = _affine_coeffs(analyzer.simplify(flat), iters)
+            coeffs = _affine_coeffs(flattened_index(ranges, shape, dim, last + 1), iters)
             if coeffs is not None:
                 return last + 1, (math.prod(shape[dim:last + 1]), 1, coeffs)
     return dim + 1, (shape[dim], None, None)
+
+
+def flattened_index(ranges, shape, first: int, stop: int):
+    """The simplified row-major index that dimensions ``first`` to ``stop - 1`` of a region
+    address together (``i // 28 * 28 + i % 28`` is ``i``), or ``None`` unless each of them is a
+    single point. ``ranges`` are the region's ranges, ``shape`` its buffer's (ints)."""
+    if not all(_is_int(r.extent) and int(r.extent) == 1 for r in ranges[first:stop]):
+        return None
+    flat = ranges[first].min
+    for dim in range(first + 1, stop):
+        flat = flat * shape[dim] + ranges[dim].min
+    return sym.Analyzer().simplify(flat)
 
 
 def _affine_coeffs(index, iters) -> tuple[int, ...] | None:

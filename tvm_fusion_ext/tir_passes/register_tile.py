@@ -48,11 +48,10 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
-import tvm
 from tvm import sym
 
 from ..hardware import HardwareSpec
-from .analysis import CACHE_LINE_BYTES, BlockInfo, divisors, is_const_one, uses_any
+from .analysis import CACHE_LINE_BYTES, BlockInfo, divisors, flattened_index, is_const_one, uses_any
 
 # At most this many spatial tile shapes are scored; longer candidate lists are thinned.
 _MAX_TILE_SHAPES = 4096
@@ -292,14 +291,11 @@ def _flat_stride_one(region, first: int, var) -> bool:
     """Whether the dimensions of ``region`` from ``first`` to the last, all single points, index
     memory with stride 1 along ``var`` once flattened: ``[k, i // 28, i % 28]``, a reshape
     ``FuseTIR`` inlined in front of a contraction, reads ``[k, i]`` of the same bytes."""
-    ranges = list(region.region)[first:]
-    if not all(isinstance(r.extent, tvm.tirx.IntImm) and int(r.extent) == 1 for r in ranges):
+    ranges = list(region.region)
+    flat = flattened_index(ranges, [int(n) for n in region.source.shape], first, len(ranges))
+    if flat is None:
         return False
-    shape = [int(n) for n in region.source.shape][first:]
-    flat = ranges[0].min
-    for size, rng in zip(shape[1:], ranges[1:]):
-        flat = flat * size + rng.min
-    coeffs = sym.detect_linear_equation(sym.Analyzer().simplify(flat), [var])
+    coeffs = sym.detect_linear_equation(flat, [var])
     return len(coeffs) == 2 and is_const_one(coeffs[0])
 
 
