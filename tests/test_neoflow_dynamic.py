@@ -16,8 +16,11 @@ DEADLINE_S = 600  # generous: MetaSchedule start-up alone is 20+ s on a quiet 2-
 
 @I.ir_module
 class MatmulRelu:
+    # 256 x 256: the unscheduled kernel walks ``w`` down its columns (about 15 ms on a Zen 4 core),
+    # so any tiled candidate of a four-trial round beats it; at 128 x 128 the naive loop nest runs
+    # from L2 (1.3 ms) and random candidates measured while the loop runs can tie with it.
     @R.function
-    def main(x: R.Tensor((128, 128), "float32"), w: R.Tensor((128, 128), "float32")):
+    def main(x: R.Tensor((256, 256), "float32"), w: R.Tensor((256, 256), "float32")):
         with R.dataflow():
             y = R.nn.relu(R.matmul(x, w))
             R.output(y)
@@ -39,7 +42,7 @@ def test_kernel_swapped_while_running():
     runner = DynamicRunner(fused, "llvm", policy="unscheduled")
     (kernel,) = runner.kernels
     rng = np.random.default_rng(0)
-    x, w = (rng.uniform(-1, 1, (128, 128)).astype("float32") for _ in range(2))
+    x, w = (rng.uniform(-1, 1, (256, 256)).astype("float32") for _ in range(2))
     expected = np.maximum(x @ w, 0)
     args = [tvm.runtime.tensor(x), tvm.runtime.tensor(w)]
 
@@ -49,7 +52,7 @@ def test_kernel_swapped_while_running():
     while time.monotonic() - start < DEADLINE_S:
         done = runner.wait(0)
         versions.append(runner.cache.get(kernel).version)
-        np.testing.assert_allclose(runner.run(*args).numpy(), expected, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(runner.run(*args).numpy(), expected, rtol=1e-4, atol=1e-3)
         time.sleep(0.005)  # a training loop does other Python work too; leave the tuner the GIL
         if done:
             break
