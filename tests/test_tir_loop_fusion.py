@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from tir_cases import fused, fused_expected
 from tvm import relax, s_tir
 from tvm.script import tirx as T
@@ -23,7 +24,9 @@ from tvm_fusion_ext.tir_passes.analysis import (
     pick_anchor,
     sblocks,
     tile_footprint,
+    uses_any,
 )
+from tvm_fusion_ext.tir_passes.default_schedule import default_rules
 
 FAKE_SPEC = CPUSpec("fake", num_cores=2, vector_bytes=16, fast_memory_bytes=2048, vector_registers=16,
                     l1_bytes=1024)
@@ -204,6 +207,58 @@ def _loops_of(func: tvm.tirx.PrimFunc, block: str) -> list:
             visit(stmt.body, loops)
 
     visit(func.body, [])
+    return found
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_a_row_reduction_is_vectorised_along_its_rows_not_across_them(reduction):
+    """``sum(exp(-x), -1)`` (the sum is the anchor, the exp inlined into it) and ``mean(x, -1)``
+    (its divide has no loop but the rows, so ``PlainSchedule`` takes it): every vector loop that
+    loads ``x`` walks ``x``'s contiguous last axis. Vectorised along the output, each lane would
+    load from another row, a gather (softmax's sum ran 5x slower that way)."""
+    x = relax.Var("x", relax.TensorType((64, 128), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            value = relax.op.sum(relax.op.exp(relax.op.negative(x)), axis=[-1]) if reduction == "sum" \
+                else relax.op.mean(x, axis=[-1])
+            out = bb.emit_output(value)
+        bb.emit_func_output(out)
+    func = _fused_kernel(bb.get())
+    target = tvm.target.Target("llvm")
+    sch, rule = next((rule.apply(func, target, False), type(rule).__name__)
+                     for rule in default_rules(FAKE_SPEC) if rule.apply(func, target, False) is not None)
+    assert rule == ("AnchorLoopFusion" if reduction == "sum" else "PlainSchedule")
+    loads = _vector_loads(sch.mod["main"], func.params[0].name)
+    assert loads, "the reduction of x is vectorised"
+    for lane, indices in loads:
+        assert uses_any(indices[-1], lane) and not uses_any(indices[0], lane), indices
+    lib = tvm.compile(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}), target="llvm")
+    data = np.random.default_rng(0).uniform(-1, 1, (64, 128)).astype("float32")
+    out = tvm.runtime.empty((64,), "float32")
+    lib["main"](tvm.runtime.tensor(data), out)
+    expected = np.exp(-data).sum(-1) if reduction == "sum" else data.mean(-1)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def _vector_loads(func: tvm.tirx.PrimFunc, buffer: str) -> list:
+    """``(lane, indices)`` of every load of ``buffer`` in a block under a vectorised loop:
+    ``lane`` the block variables bound to the vectorised loop's variable."""
+    found = []
+
+    def visit(loop):
+        if loop.kind != tvm.tirx.ForKind.VECTORIZED:
+            return
+
+        def visit_realize(realize):
+            lane = [iv.var for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+                    if uses_any(value, [loop.loop_var])]
+            tvm_ffi.structural_walk(realize.block.body, [(tvm.ir.TensorLoad, lambda load: found.append(
+                (lane, list(load.indices))) if load.source.name == buffer else None)])
+
+        tvm_ffi.structural_walk(loop.body, [(s_tir.SBlockRealize, visit_realize)])
+
+    tvm_ffi.structural_walk(func.body, [(tvm.tirx.For, visit)])
     return found
 
 

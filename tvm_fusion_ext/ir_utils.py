@@ -80,6 +80,18 @@ def map_prim_func_calls(mod: tvm.IRModule, rewrite) -> tvm.IRModule:
     return with_functions(mod, updates)
 
 
+def map_float32_calls(mod: tvm.IRModule, replacements) -> tvm.IRModule:
+    """``mod`` with every float32 call of an op of ``replacements`` (``(op, expression of the
+    call's first argument)`` pairs) in its PrimFuncs replaced by that expression."""
+
+    def rewrite(call):
+        if str(call.ty.dtype) != "float32":
+            return call
+        return next((replace(call.args[0]) for op, replace in replacements if call.op.same_as(op)), call)
+
+    return map_prim_func_calls(mod, rewrite)
+
+
 class StructuralMemo:
     """Values remembered per IR structure, the ``size`` most recently used kept: a key is the
     object's ``tvm_ffi.structural_hash`` with ``extra`` (a target, a rule), confirmed by

@@ -221,12 +221,11 @@ def matmul_nt_bias(x: T.Buffer((T.int64(16), T.int64(32)), "float32"), w: T.Buff
 @T.prim_func(s_tir=True)
 def softmax(x: T.Buffer((T.int64(4), T.int64(32)), "float32"), T_softmax_norm: T.Buffer((T.int64(4), T.int64(32)), "float32")):
     T.func_attr({"op_pattern": 4, "tirx.noalias": True})
-    # with T.sblock("root"):
     T_softmax_maxelem_local = T.sblock_alloc_buffer((T.int64(4),), scope="local")
     T_softmax_exp_local = T.sblock_alloc_buffer((T.int64(4), T.int64(32)), scope="local")
     T_softmax_expsum_local = T.sblock_alloc_buffer((T.int64(4),), scope="local")
-    T_softmax_maxelem_rf_local = T.sblock_alloc_buffer((T.int64(8), T.int64(4)), scope="local")
-    T_softmax_expsum_rf_local = T.sblock_alloc_buffer((T.int64(8), T.int64(4)), scope="local")
+    T_softmax_maxelem_rf_local = T.sblock_alloc_buffer((T.int64(4), T.int64(8)), scope="local")
+    T_softmax_expsum_rf_local = T.sblock_alloc_buffer((T.int64(4), T.int64(8)), scope="local")
     for i0_0 in T.parallel(T.int64(2)):
         for i0_1 in range(T.int64(2)):
             for ax1_init in range(T.int64(1)):
@@ -235,26 +234,26 @@ def softmax(x: T.Buffer((T.int64(4), T.int64(32)), "float32"), T_softmax_norm: T
                         vk_1 = T.axis.spatial(T.int64(8), ax0_init)
                         v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1_init)
                         T.reads()
-                        T.writes(T_softmax_maxelem_rf_local[vk_1, v_i0])
-                        T_softmax_maxelem_rf_local[vk_1, v_i0] = T.float32(-340282346638528859811704183484516925440.0)
+                        T.writes(T_softmax_maxelem_rf_local[v_i0, vk_1])
+                        T_softmax_maxelem_rf_local[v_i0, vk_1] = T.float32(-340282346638528859811704183484516925440.0)
             for ax2, ax1 in T.grid(T.int64(4), T.int64(1)):
                 for ax0 in T.vectorized(T.int64(8)):
                     with T.sblock("T_softmax_maxelem_rf_update"):
                         vk_1 = T.axis.spatial(T.int64(8), ax0)
                         v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1)
                         vk_0 = T.axis.reduce(T.int64(4), ax2)
-                        T.reads(T_softmax_maxelem_rf_local[vk_1, v_i0], x[v_i0, vk_0 * T.int64(8) + vk_1])
-                        T.writes(T_softmax_maxelem_rf_local[vk_1, v_i0])
-                        T_softmax_maxelem_rf_local[vk_1, v_i0] = T.max(T_softmax_maxelem_rf_local[vk_1, v_i0], x[v_i0, vk_0 * T.int64(8) + vk_1])
+                        T.reads(T_softmax_maxelem_rf_local[v_i0, vk_1], x[v_i0, vk_0 * T.int64(8) + vk_1])
+                        T.writes(T_softmax_maxelem_rf_local[v_i0, vk_1])
+                        T_softmax_maxelem_rf_local[v_i0, vk_1] = T.max(T_softmax_maxelem_rf_local[v_i0, vk_1], x[v_i0, vk_0 * T.int64(8) + vk_1])
             for ax0, ax1 in T.grid(T.int64(8), T.int64(1)):
                 with T.sblock("T_softmax_maxelem"):
                     vk_1 = T.axis.reduce(T.int64(8), ax0)
                     v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1)
-                    T.reads(T_softmax_maxelem_rf_local[vk_1, v_i0])
+                    T.reads(T_softmax_maxelem_rf_local[v_i0, vk_1])
                     T.writes(T_softmax_maxelem_local[v_i0])
                     with T.init():
                         T_softmax_maxelem_local[v_i0] = T.float32(-340282346638528859811704183484516925440.0)
-                    T_softmax_maxelem_local[v_i0] = T.max(T_softmax_maxelem_local[v_i0], T_softmax_maxelem_rf_local[vk_1, v_i0])
+                    T_softmax_maxelem_local[v_i0] = T.max(T_softmax_maxelem_local[v_i0], T_softmax_maxelem_rf_local[v_i0, vk_1])
             for ax0, ax1_0 in T.grid(T.int64(1), T.int64(4)):
                 for ax1_1 in T.vectorized(T.int64(8)):
                     with T.sblock("T_softmax_exp"):
@@ -269,26 +268,26 @@ def softmax(x: T.Buffer((T.int64(4), T.int64(32)), "float32"), T_softmax_norm: T
                         vk_1 = T.axis.spatial(T.int64(8), ax0_init)
                         v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1_init)
                         T.reads()
-                        T.writes(T_softmax_expsum_rf_local[vk_1, v_i0])
-                        T_softmax_expsum_rf_local[vk_1, v_i0] = T.float32(0.0)
+                        T.writes(T_softmax_expsum_rf_local[v_i0, vk_1])
+                        T_softmax_expsum_rf_local[v_i0, vk_1] = T.float32(0.0)
             for ax2, ax1 in T.grid(T.int64(4), T.int64(1)):
                 for ax0 in T.vectorized(T.int64(8)):
                     with T.sblock("T_softmax_expsum_rf_update"):
                         vk_1 = T.axis.spatial(T.int64(8), ax0)
                         v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1)
                         vk_0 = T.axis.reduce(T.int64(4), ax2)
-                        T.reads(T_softmax_expsum_rf_local[vk_1, v_i0], T_softmax_exp_local[v_i0, vk_0 * T.int64(8) + vk_1])
-                        T.writes(T_softmax_expsum_rf_local[vk_1, v_i0])
-                        T_softmax_expsum_rf_local[vk_1, v_i0] = T_softmax_expsum_rf_local[vk_1, v_i0] + T_softmax_exp_local[v_i0, vk_0 * T.int64(8) + vk_1]
+                        T.reads(T_softmax_expsum_rf_local[v_i0, vk_1], T_softmax_exp_local[v_i0, vk_0 * T.int64(8) + vk_1])
+                        T.writes(T_softmax_expsum_rf_local[v_i0, vk_1])
+                        T_softmax_expsum_rf_local[v_i0, vk_1] = T_softmax_expsum_rf_local[v_i0, vk_1] + T_softmax_exp_local[v_i0, vk_0 * T.int64(8) + vk_1]
             for ax0, ax1 in T.grid(T.int64(8), T.int64(1)):
                 with T.sblock("T_softmax_expsum"):
                     vk_1 = T.axis.reduce(T.int64(8), ax0)
                     v_i0 = T.axis.spatial(T.int64(4), i0_0 * T.int64(2) + i0_1 + ax1)
-                    T.reads(T_softmax_expsum_rf_local[vk_1, v_i0])
+                    T.reads(T_softmax_expsum_rf_local[v_i0, vk_1])
                     T.writes(T_softmax_expsum_local[v_i0])
                     with T.init():
                         T_softmax_expsum_local[v_i0] = T.float32(0.0)
-                    T_softmax_expsum_local[v_i0] = T_softmax_expsum_local[v_i0] + T_softmax_expsum_rf_local[vk_1, v_i0]
+                    T_softmax_expsum_local[v_i0] = T_softmax_expsum_local[v_i0] + T_softmax_expsum_rf_local[v_i0, vk_1]
             for i1_0 in range(T.int64(4)):
                 for i1_1 in T.vectorized(T.int64(8)):
                     with T.sblock("T_softmax_norm"):
@@ -299,15 +298,15 @@ def softmax(x: T.Buffer((T.int64(4), T.int64(32)), "float32"), T_softmax_norm: T
                         T.sblock_attr({"axis": 1})
                         T_softmax_norm[v_i0, v_i1] = T_softmax_exp_local[v_i0, v_i1] / T_softmax_expsum_local[v_i0]
 
+
 @T.prim_func(s_tir=True)
 def layer_norm(x: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32"), g: T.Buffer((T.int64(32),), "float32"), b: T.Buffer((T.int64(32),), "float32"), T_layer_norm: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32")):
     T.func_attr({"op_pattern": 4, "tirx.noalias": True})
-    # with T.sblock("root"):
     x_sum_local = T.sblock_alloc_buffer((T.int64(2), T.int64(4)), scope="local")
     x_mean_local = T.sblock_alloc_buffer((T.int64(2), T.int64(4)), scope="local")
     x_var_sum_local = T.sblock_alloc_buffer((T.int64(2), T.int64(4)), scope="local")
-    x_sum_rf_local = T.sblock_alloc_buffer((T.int64(8), T.int64(2), T.int64(4)), scope="local")
-    x_var_sum_rf_local = T.sblock_alloc_buffer((T.int64(8), T.int64(2), T.int64(4)), scope="local")
+    x_sum_rf_local = T.sblock_alloc_buffer((T.int64(2), T.int64(4), T.int64(8)), scope="local")
+    x_var_sum_rf_local = T.sblock_alloc_buffer((T.int64(2), T.int64(4), T.int64(8)), scope="local")
     for ax0_0_ax1_0_fused in T.parallel(T.int64(2)):
         for ax0_1, ax1_1 in T.grid(T.int64(1), T.int64(4)):
             for ax1_init, ax2_init in T.grid(T.int64(1), T.int64(1)):
@@ -317,8 +316,8 @@ def layer_norm(x: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32"), g:
                         v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1_init)
                         v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2_init)
                         T.reads()
-                        T.writes(x_sum_rf_local[vk2_1, v_ax0, v_ax1])
-                        x_sum_rf_local[vk2_1, v_ax0, v_ax1] = T.float32(0.0)
+                        T.writes(x_sum_rf_local[v_ax0, v_ax1, vk2_1])
+                        x_sum_rf_local[v_ax0, v_ax1, vk2_1] = T.float32(0.0)
             for ax3, ax1, ax2 in T.grid(T.int64(4), T.int64(1), T.int64(1)):
                 for ax0 in T.vectorized(T.int64(8)):
                     with T.sblock("x_sum_rf_update"):
@@ -326,19 +325,19 @@ def layer_norm(x: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32"), g:
                         v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1)
                         v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2)
                         vk2_0 = T.axis.reduce(T.int64(4), ax3)
-                        T.reads(x_sum_rf_local[vk2_1, v_ax0, v_ax1], x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1])
-                        T.writes(x_sum_rf_local[vk2_1, v_ax0, v_ax1])
-                        x_sum_rf_local[vk2_1, v_ax0, v_ax1] = x_sum_rf_local[vk2_1, v_ax0, v_ax1] + x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1]
+                        T.reads(x_sum_rf_local[v_ax0, v_ax1, vk2_1], x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1])
+                        T.writes(x_sum_rf_local[v_ax0, v_ax1, vk2_1])
+                        x_sum_rf_local[v_ax0, v_ax1, vk2_1] = x_sum_rf_local[v_ax0, v_ax1, vk2_1] + x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1]
             for ax0, ax1, ax2 in T.grid(T.int64(8), T.int64(1), T.int64(1)):
                 with T.sblock("x_sum"):
                     vk2_1 = T.axis.reduce(T.int64(8), ax0)
                     v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1)
                     v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2)
-                    T.reads(x_sum_rf_local[vk2_1, v_ax0, v_ax1])
+                    T.reads(x_sum_rf_local[v_ax0, v_ax1, vk2_1])
                     T.writes(x_sum_local[v_ax0, v_ax1])
                     with T.init():
                         x_sum_local[v_ax0, v_ax1] = T.float32(0.0)
-                    x_sum_local[v_ax0, v_ax1] = x_sum_local[v_ax0, v_ax1] + x_sum_rf_local[vk2_1, v_ax0, v_ax1]
+                    x_sum_local[v_ax0, v_ax1] = x_sum_local[v_ax0, v_ax1] + x_sum_rf_local[v_ax0, v_ax1, vk2_1]
             for ax0, ax1 in T.grid(T.int64(1), T.int64(1)):
                 with T.sblock("x_mean"):
                     v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax0)
@@ -353,8 +352,8 @@ def layer_norm(x: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32"), g:
                         v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1_init)
                         v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2_init)
                         T.reads()
-                        T.writes(x_var_sum_rf_local[vk2_1, v_ax0, v_ax1])
-                        x_var_sum_rf_local[vk2_1, v_ax0, v_ax1] = T.float32(0.0)
+                        T.writes(x_var_sum_rf_local[v_ax0, v_ax1, vk2_1])
+                        x_var_sum_rf_local[v_ax0, v_ax1, vk2_1] = T.float32(0.0)
             for ax3, ax1, ax2 in T.grid(T.int64(4), T.int64(1), T.int64(1)):
                 for ax0 in T.vectorized(T.int64(8)):
                     with T.sblock("x_var_sum_rf_update"):
@@ -362,19 +361,19 @@ def layer_norm(x: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32"), g:
                         v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1)
                         v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2)
                         vk2_0 = T.axis.reduce(T.int64(4), ax3)
-                        T.reads(x_var_sum_rf_local[vk2_1, v_ax0, v_ax1], x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1], x_mean_local[v_ax0, v_ax1])
-                        T.writes(x_var_sum_rf_local[vk2_1, v_ax0, v_ax1])
-                        x_var_sum_rf_local[vk2_1, v_ax0, v_ax1] = x_var_sum_rf_local[vk2_1, v_ax0, v_ax1] + (x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1] - x_mean_local[v_ax0, v_ax1]) * (x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1] - x_mean_local[v_ax0, v_ax1])
+                        T.reads(x_var_sum_rf_local[v_ax0, v_ax1, vk2_1], x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1], x_mean_local[v_ax0, v_ax1])
+                        T.writes(x_var_sum_rf_local[v_ax0, v_ax1, vk2_1])
+                        x_var_sum_rf_local[v_ax0, v_ax1, vk2_1] = x_var_sum_rf_local[v_ax0, v_ax1, vk2_1] + (x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1] - x_mean_local[v_ax0, v_ax1]) * (x[v_ax0, v_ax1, vk2_0 * T.int64(8) + vk2_1] - x_mean_local[v_ax0, v_ax1])
             for ax0, ax1, ax2 in T.grid(T.int64(8), T.int64(1), T.int64(1)):
                 with T.sblock("x_var_sum"):
                     vk2_1 = T.axis.reduce(T.int64(8), ax0)
                     v_ax0 = T.axis.spatial(T.int64(2), ax0_0_ax1_0_fused + ax1)
                     v_ax1 = T.axis.spatial(T.int64(4), ax1_1 + ax2)
-                    T.reads(x_var_sum_rf_local[vk2_1, v_ax0, v_ax1])
+                    T.reads(x_var_sum_rf_local[v_ax0, v_ax1, vk2_1])
                     T.writes(x_var_sum_local[v_ax0, v_ax1])
                     with T.init():
                         x_var_sum_local[v_ax0, v_ax1] = T.float32(0.0)
-                    x_var_sum_local[v_ax0, v_ax1] = x_var_sum_local[v_ax0, v_ax1] + x_var_sum_rf_local[vk2_1, v_ax0, v_ax1]
+                    x_var_sum_local[v_ax0, v_ax1] = x_var_sum_local[v_ax0, v_ax1] + x_var_sum_rf_local[v_ax0, v_ax1, vk2_1]
             for ax2_0 in range(T.int64(4)):
                 for ax2_1 in T.vectorized(T.int64(8)):
                     with T.sblock("T_layer_norm"):
@@ -385,12 +384,12 @@ def layer_norm(x: T.Buffer((T.int64(2), T.int64(4), T.int64(32)), "float32"), g:
                         T.writes(T_layer_norm[v_ax0, v_ax1, v_ax2])
                         T_layer_norm[v_ax0, v_ax1, v_ax2] = (x[v_ax0, v_ax1, v_ax2] - x_mean_local[v_ax0, v_ax1]) * T.rsqrt(x_var_sum_local[v_ax0, v_ax1] / T.float32(32.0) + T.float32(1.0000000000000001e-05)) * g[v_ax2] + b[v_ax2]
 
+
 @T.prim_func(s_tir=True)
 def sum_divide(x: T.Buffer((T.int64(4), T.int64(32)), "float32"), T_divide: T.Buffer((T.int64(4), T.int64(32)), "float32")):
     T.func_attr({"tirx.noalias": True})
-    # with T.sblock("root"):
     x_red_local = T.sblock_alloc_buffer((T.int64(4), T.int64(1)), scope="local")
-    x_red_rf_local = T.sblock_alloc_buffer((T.int64(8), T.int64(4), T.int64(1)), scope="local")
+    x_red_rf_local = T.sblock_alloc_buffer((T.int64(4), T.int64(1), T.int64(8)), scope="local")
     for ax0_0 in T.parallel(T.int64(2)):
         for ax0_1 in range(T.int64(2)):
             for ax1_init, ax2_init in T.grid(T.int64(1), T.int64(1)):
@@ -400,27 +399,27 @@ def sum_divide(x: T.Buffer((T.int64(4), T.int64(32)), "float32"), T_divide: T.Bu
                         v_ax0 = T.axis.spatial(T.int64(4), ax0_0 * T.int64(2) + ax0_1 + ax1_init)
                         v_ax1 = T.axis.spatial(T.int64(1), ax2_init)
                         T.reads()
-                        T.writes(x_red_rf_local[vk1_1, v_ax0, v_ax1])
-                        x_red_rf_local[vk1_1, v_ax0, v_ax1] = T.float32(0.0)
+                        T.writes(x_red_rf_local[v_ax0, v_ax1, vk1_1])
+                        x_red_rf_local[v_ax0, v_ax1, vk1_1] = T.float32(0.0)
             for ax3, ax1, ax2 in T.grid(T.int64(4), T.int64(1), T.int64(1)):
                 for ax0 in T.vectorized(T.int64(8)):
                     with T.sblock("x_red_rf_update"):
                         vk1_1 = T.axis.spatial(T.int64(8), ax0)
                         v_ax0 = T.axis.spatial(T.int64(4), ax0_0 * T.int64(2) + ax0_1 + ax1)
                         v_ax1, vk1_0 = T.axis.remap("SR", [ax2, ax3])
-                        T.reads(x_red_rf_local[vk1_1, v_ax0, v_ax1], x[v_ax0, vk1_0 * T.int64(8) + vk1_1])
-                        T.writes(x_red_rf_local[vk1_1, v_ax0, v_ax1])
-                        x_red_rf_local[vk1_1, v_ax0, v_ax1] = x_red_rf_local[vk1_1, v_ax0, v_ax1] + x[v_ax0, vk1_0 * T.int64(8) + vk1_1]
+                        T.reads(x_red_rf_local[v_ax0, v_ax1, vk1_1], x[v_ax0, vk1_0 * T.int64(8) + vk1_1])
+                        T.writes(x_red_rf_local[v_ax0, v_ax1, vk1_1])
+                        x_red_rf_local[v_ax0, v_ax1, vk1_1] = x_red_rf_local[v_ax0, v_ax1, vk1_1] + x[v_ax0, vk1_0 * T.int64(8) + vk1_1]
             for ax0, ax1, ax2 in T.grid(T.int64(8), T.int64(1), T.int64(1)):
                 with T.sblock("x_red"):
                     vk1_1 = T.axis.reduce(T.int64(8), ax0)
                     v_ax0 = T.axis.spatial(T.int64(4), ax0_0 * T.int64(2) + ax0_1 + ax1)
                     v_ax1 = T.axis.spatial(T.int64(1), ax2)
-                    T.reads(x_red_rf_local[vk1_1, v_ax0, v_ax1])
+                    T.reads(x_red_rf_local[v_ax0, v_ax1, vk1_1])
                     T.writes(x_red_local[v_ax0, v_ax1])
                     with T.init():
                         x_red_local[v_ax0, v_ax1] = T.float32(0.0)
-                    x_red_local[v_ax0, v_ax1] = x_red_local[v_ax0, v_ax1] + x_red_rf_local[vk1_1, v_ax0, v_ax1]
+                    x_red_local[v_ax0, v_ax1] = x_red_local[v_ax0, v_ax1] + x_red_rf_local[v_ax0, v_ax1, vk1_1]
             for ax1_0 in range(T.int64(4)):
                 for ax1_1 in T.vectorized(T.int64(8)):
                     with T.sblock("T_divide"):

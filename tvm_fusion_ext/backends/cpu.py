@@ -8,9 +8,10 @@ Scheduling: ``unscheduled`` adds nothing; ``untuned`` is the default schedule
 before it and their packing folded into constants after it (the order of TVM's
 ``relax.pipeline.static_shape_tuning_pipeline`` with ``cpu_weight_prepack=True``; each distinct
 packing function built once, :class:`~tvm_fusion_ext.relax_passes.fold_weight_layouts.FoldWeightLayouts`), followed by
-:class:`~tvm_fusion_ext.tir_passes.vector_erf.VectorErf` and
-:class:`~tvm_fusion_ext.tir_passes.vector_exp.VectorExp` (float32 erf and exp as vectorisable
-polynomials), and every kernel simplified again: the reshapes the schedule inlines into an
+:class:`~tvm_fusion_ext.tir_passes.vector_erf.VectorErf`,
+:class:`~tvm_fusion_ext.tir_passes.vector_exp.VectorExp` and
+:class:`~tvm_fusion_ext.tir_passes.vector_tanh.VectorTanh` (float32 erf, exp and tanh as
+vectorisable polynomials), and every kernel simplified again: the reshapes the schedule inlines into an
 epilogue leave ``i // 197 * 197 + i % 197`` indices that LLVM cannot see through, and a GEMM
 with such an epilogue (ViT's MLP up-projection with its GELU, batch 8) kept its accumulators in
 memory and ran 2.2x slower than the GEMM and the GELU as two kernels; ``tuned`` first applies the MetaSchedule records of the database in scope
@@ -31,6 +32,7 @@ from ..relax_passes.pointwise_conv_as_matmul import PointwiseConvAsMatmul
 from ..tir_passes.default_schedule import default_schedule_pass
 from ..tir_passes.vector_erf import VectorErf
 from ..tir_passes.vector_exp import VectorExp
+from ..tir_passes.vector_tanh import VectorTanh
 from .registry import register_backend
 
 
@@ -44,7 +46,7 @@ class CPUBackend:
             return []
         untuned = [relax.transform.AttachAttrLayoutFreeBuffers(), default_schedule_pass(target),
                    relax.transform.SplitLayoutRewritePreproc(), FoldWeightLayouts(), relax.transform.FoldConstant(),
-                   relax.transform.DeadCodeElimination(), VectorErf(), VectorExp(),
+                   relax.transform.DeadCodeElimination(), VectorErf(), VectorExp(), VectorTanh(),
                    s_tir.transform.StmtSimplify()]
         if policy == "tuned":
             return [relax.transform.MetaScheduleApplyDatabase(enable_warning=False), *untuned]

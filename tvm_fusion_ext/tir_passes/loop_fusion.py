@@ -67,6 +67,7 @@ from .register_tile import RegisterTile, plan_register_tile
 from .rule_base import SpecScheduleRule
 from .vectorize import (
     factor_reduction_lanes,
+    reduces_along_rows,
     vectorize_column_reduction,
     vectorize_loop,
     vectorize_partial,
@@ -327,8 +328,8 @@ def _plan_tiles(anchor: BlockInfo, producers: list[BlockInfo], spec: HardwareSpe
                 lanes: int) -> _Plan | None:
     vector = anchor.vector_position()
     width = vector_factor(anchor.extents[vector], lanes) if vector is not None else None
-    if width is None:
-        vector = None
+    if width is None or reduces_along_rows(anchor, lanes):
+        vector = None  # a row reduction is vectorised along its rows by _finish_anchor
     if anchor.is_reduction:
         tiled = anchor.spatial_positions
     else:

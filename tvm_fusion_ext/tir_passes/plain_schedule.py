@@ -2,7 +2,7 @@
 
 Every child block of the root keeps its own loop nest; its leading spatial loops are fused until
 they give every core work and parallelised, and its innermost loop is vectorised when it is
-spatial. Nothing moves between loop nests, so intermediates stay full size: this is the "no
+spatial, or along its rows when it is a row reduction. Nothing moves between loop nests, so intermediates stay full size: this is the "no
 fusion, but not naive" baseline a fused kernel falls back to.
 """
 
@@ -13,7 +13,7 @@ from tvm import s_tir
 from ..hardware import HardwareSpec
 from .analysis import REDUCE, try_primitive
 from .rule_base import SpecScheduleRule
-from .vectorize import vectorize_loop
+from .vectorize import reduces_along_rows, vectorize_loop, vectorize_row_reduction
 
 # Parallel loops are fused until they hold this many chunks of work per core.
 CHUNKS_PER_CORE = 4
@@ -44,4 +44,6 @@ class PlainSchedule(SpecScheduleRule):
             if spec.num_cores > 1 and work > 1 and leading:
                 outer = sch.fuse(*leading) if len(leading) > 1 else leading[0]
                 try_primitive(sch.parallel, outer)
+            if info.loop_iters[last].iter_type == REDUCE and reduces_along_rows(info, lanes):
+                vectorize_row_reduction(sch, rv, lanes)
         return sch

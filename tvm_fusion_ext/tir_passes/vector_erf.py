@@ -14,7 +14,7 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
-from ..ir_utils import map_prim_func_calls
+from ..ir_utils import map_float32_calls
 from ..registration import register_pass
 
 # Coefficients of fast_erf_float_expr (src/tirx/op/op.cc): odd numerator, even denominator.
@@ -29,10 +29,17 @@ _ERF = tvm.ir.Op.get("tirx.erf")
 
 def erf_polynomial(arg):
     """``erf(arg)`` for a float32 ``arg`` as TVM's ``fast_erf_float_expr``: clamp to [-4, 4],
-    then ``x * P(x^2) / Q(x^2)`` (Horner); ``x`` and ``x^2`` are bound once with ``Let``."""
+    then ``x * P(x^2) / Q(x^2)`` (:func:`odd_rational`)."""
+    return odd_rational(arg, _CLAMP, _NUMERATOR, _DENOMINATOR, "erf")
+
+
+def odd_rational(arg, clamp: float, numerator, denominator, name: str):
+    """``x * P(x^2) / Q(x^2)`` for a float32 ``arg`` clamped to ``[-clamp, clamp]``, both
+    polynomials by Horner from their highest coefficient; ``x`` and ``x^2`` are bound once with
+    ``Let`` (variables ``{name}_x``, ``{name}_x2``)."""
     dtype = "float32"
-    x = tirx.Var("erf_x", dtype)
-    x2 = tirx.Var("erf_x2", dtype)
+    x = tirx.Var(f"{name}_x", dtype)
+    x2 = tirx.Var(f"{name}_x2", dtype)
 
     def horner(coefficients):
         acc = tirx.const(coefficients[0], dtype)
@@ -40,8 +47,8 @@ def erf_polynomial(arg):
             acc = x2 * acc + tirx.const(c, dtype)
         return acc
 
-    clamped = tirx.max(tirx.min(arg, tirx.const(_CLAMP, dtype)), tirx.const(-_CLAMP, dtype))
-    body = tirx.Let(x2, x * x, x * horner(_NUMERATOR) / horner(_DENOMINATOR))
+    clamped = tirx.max(tirx.min(arg, tirx.const(clamp, dtype)), tirx.const(-clamp, dtype))
+    body = tirx.Let(x2, x * x, x * horner(numerator) / horner(denominator))
     return tirx.Let(x, clamped, body)
 
 
@@ -51,10 +58,4 @@ class VectorErf:
     """Module pass: every float32 ``erf`` call of every PrimFunc -> :func:`erf_polynomial`."""
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        return map_prim_func_calls(mod, _rewrite)
-
-
-def _rewrite(call):
-    if call.op.same_as(_ERF) and str(call.ty.dtype) == "float32":
-        return erf_polynomial(call.args[0])
-    return call
+        return map_float32_calls(mod, [(_ERF, erf_polynomial)])

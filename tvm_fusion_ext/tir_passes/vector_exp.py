@@ -18,7 +18,7 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
-from ..ir_utils import map_prim_func_calls
+from ..ir_utils import map_float32_calls
 from ..registration import register_pass
 
 # Constants of fast_exp_float32 (include/tvm/topi/elemwise.h).
@@ -64,15 +64,10 @@ class VectorExp:
     every float32 ``sigmoid`` -> ``1 / (1 + exp_polynomial(-x))``."""
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        return map_prim_func_calls(mod, _rewrite)
+        return map_float32_calls(mod, [(_EXP, exp_polynomial), (_SIGMOID, sigmoid_polynomial)])
 
 
-def _rewrite(call):
-    if str(call.ty.dtype) != "float32":
-        return call
-    if call.op.same_as(_EXP):
-        return exp_polynomial(call.args[0])
-    if call.op.same_as(_SIGMOID):
-        one = tirx.const(1.0, "float32")
-        return one / (one + exp_polynomial(-call.args[0]))
-    return call
+def sigmoid_polynomial(arg):
+    """``sigmoid(arg) = 1 / (1 + exp(-arg))`` with :func:`exp_polynomial`."""
+    one = tirx.const(1.0, "float32")
+    return one / (one + exp_polynomial(-arg))

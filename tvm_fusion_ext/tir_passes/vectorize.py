@@ -8,7 +8,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir.stmt import SBlock
 
-from .analysis import REDUCE, indexes_trailing, realize_of, try_primitive, uses_any, vector_factor
+from .analysis import REDUCE, BlockInfo, indexes_trailing, realize_of, try_primitive, uses_any, vector_factor
 
 # Annotation marking the loop of whole vectors of a split with a predicated tail: once a rule's
 # schedule is complete, :func:`peel_vector_tails` partitions it into the unpredicated vectors and
@@ -142,6 +142,20 @@ def vectorize_partial(sch: s_tir.Schedule, name: str) -> bool:
     return try_primitive(_vectorize_lanes, sch, block, reduce, lane)
 
 
+def reduces_along_rows(info: BlockInfo, lanes: int) -> bool:
+    """Whether reduction block ``info`` reduces along its operands' contiguous axis, at least two
+    vectors long (softmax's sum, a mean over the last axis: APOLLO's y-reduce, section 4.1):
+    vectorised along its output instead, every lane would load from another row, a gather of
+    stride one row; :func:`vectorize_row_reduction` vectorises it along the rows."""
+    if not info.is_reduction:
+        return False
+    positions = info.reduce_positions
+    reduce_vars = [info.loop_iters[p].var for p in positions]
+    extents = [info.extents[p] for p in positions]
+    reads = [r for r in info.operand_reads if any(uses_any(rg.min, reduce_vars) for rg in r.region)]
+    return bool(reads) and math.prod(extents) >= 2 * lanes and indexes_trailing(reads, reduce_vars, extents)
+
+
 def _lane_factors(sch: s_tir.Schedule, block, lanes: int, tail: bool) -> list | None:
     """``[vectors, width]`` splitting the block's fused reduced loops into whole vectors (one or
     two, :func:`.analysis.vector_factor`), else ``[None, lanes]`` with a predicated tail when
@@ -165,7 +179,8 @@ def _rfactor_lanes(sch: s_tir.Schedule, name: str, factors: list):
     outer, lane = sch.split(sch.fuse(*loops) if len(loops) > 1 else loops[0], factors)
     if factors[0] is None:
         sch.annotate(outer, PARTITION_HINT, 1)
-    return sch.rfactor(lane, factor_axis=0)
+    # the lanes last: a row's partial results are contiguous even where the rows are not compacted
+    return sch.rfactor(lane, factor_axis=len(sch.get(sch.get_sblock(name)).writes[0].source.shape))
 
 
 def _vectorize_factored(sch: s_tir.Schedule, name: str, factors: list) -> None:
