@@ -262,6 +262,29 @@ def _vector_loads(func: tvm.tirx.PrimFunc, buffer: str) -> list:
     return found
 
 
+def test_the_channel_loop_of_a_pointwise_conv_is_not_unrolled_as_its_window():
+    """An NHWC 1x1 conv over 16 input channels (MobileNetV2's first expansion): its unit R x S
+    loops come first among the reduction loops, so the "window" unrolled was the channel loop,
+    and LLVM interleaved all 16 steps of the micro-kernel (676 us against 278 us with the loop
+    kept, 112 x 112 x 16 -> 96, Zen 4, 2 threads). The outermost iterating reduction loop carries
+    the steps and stays a loop; only window loops inside it are unrolled."""
+    x = relax.Var("x", relax.TensorType((1, 28, 28, 16), "float32"))
+    w = relax.Var("w", relax.TensorType((1, 1, 16, 96), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.conv2d(x, w, data_layout="NHWC", kernel_layout="HWIO"))
+        bb.emit_func_output(out)
+    func = _fused_kernel(bb.get())
+    avx512 = CPUSpec("avx512", num_cores=2, vector_bytes=64, fast_memory_bytes=1024 * 1024,
+                     vector_registers=32, l1_bytes=32 * 1024, l2_bytes=1024 * 1024)
+    sch = AnchorLoopFusion(avx512).apply(func, tvm.target.Target("llvm"), False)
+    loops = _loops_of(sch.mod["main"], "conv2d_nhwc_update")
+    channels = [loop for loop in loops if loop.loop_var.name.startswith("rc")]
+    assert channels and all(loop.kind != tvm.tirx.ForKind.UNROLLED for loop in channels), channels
+    assert any(loop.kind == tvm.tirx.ForKind.UNROLLED for loop in loops)  # the micro-kernel's rows
+
+
 def test_stitched_rows_take_their_copy_and_unit_axes_along():
     """A layer norm whose unit axis a simplifier bound to 0, copied into a second output (APOLLO
     memory stitching after StmtSimplify): one parallel row loop holds every block, each row's

@@ -14,7 +14,10 @@ Fusion within Layers", Fig. 11), :class:`AnchorLoopFusion`
    the spec's fast memory (:func:`.analysis.choose_tile`). A contraction instead gets a register
    tile (:mod:`.register_tile`): a micro-kernel of vector accumulators kept in registers over a
    reduction block that fits L1, inside spatial tiles that fit the fast memory with the least
-   operand traffic; operands walked along the vector loop in the wrong layout are packed per tile;
+   operand traffic; operands walked along the vector loop in the wrong layout are packed per tile.
+   A contraction whose full-width micro-kernels starve (no axis of whole vectors, one row) takes
+   narrower vectors that divide an axis (a 1x1 conv to 24 channels: 3 vectors of 8 lanes on
+   AVX-512) before padding an axis to whole vectors (ViT's 197 tokens);
 4. ``compute_at``s the remaining producers (padding, reductions) into the tile loop (a blocked
    contraction: its reduction-block loop) and ``reverse_compute_at``s the consumers into the
    innermost spatial tile loop (a contraction: the loop over its micro-kernels when the whole
@@ -101,7 +104,8 @@ class AnchorLoopFusion(SpecScheduleRule):
         lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
         inline_injective(sch, infos, anchor_name, einsum_anchor=functools.cache(
             lambda: anchor.is_contraction and _lane_padding(anchor, lanes, weights) is not None
-            and _starved(plan_register_tile(anchor, spec, prepacked=weights), spec)))
+            and _starved(plan_register_tile(anchor, spec, prepacked=weights), spec)
+            and _starved(narrower_register_tile(anchor, spec, lanes, weights), spec)))
 
         analyzed = analyze_blocks(sch)
         if not analyzed:
@@ -111,6 +115,10 @@ class AnchorLoopFusion(SpecScheduleRule):
         anchor = infos[names.index(anchor_name)]
         producers, consumers = names[: names.index(anchor_name)], names[names.index(anchor_name) + 1:]
         register_tile = plan_register_tile(anchor, spec, prepacked=weights) if anchor.is_contraction else None
+        if anchor.is_contraction and _starved(register_tile, spec):
+            # narrower vectors along an unpadded axis before padding another to whole vectors
+            narrower = narrower_register_tile(anchor, spec, lanes, weights)
+            register_tile = narrower if not _starved(narrower, spec) else register_tile
         if (anchor.is_contraction and _starved(register_tile, spec)
                 and _pad_spatial_to_lanes(sch, anchor, lanes)):
             infos, anchor_name = _analyze_padded(sch, anchor_name)
@@ -528,8 +536,10 @@ def _pack_once(sch: s_tir.Schedule, rv, position: int, layout: tirx.IndexMap) ->
 
 
 def finish_contraction(sch: s_tir.Schedule, anchor_name: str, loops: ContractionLoops, lanes: int) -> None:
-    """Unroll the micro-kernel and the small reduction window, vectorise, separate the init."""
-    window = loops.reduce_inner[1:]
+    """Unroll the micro-kernel and the small reduction window, vectorise, separate the init. The
+    outermost reduction loop that iterates carries the micro-kernel's steps and stays a loop (an
+    NHWC 1x1 conv's unit R x S loops come before its channels, which are no window)."""
+    window = [loop for loop in loops.reduce_inner if _extent(sch, loop) > 1][1:]
     if window and math.prod(_extent(sch, loop) for loop in window) <= MAX_UNROLLED_WINDOW:
         for loop in window:
             sch.unroll(loop)
