@@ -56,6 +56,9 @@ W1 = _rng.standard_normal((256, 512)).astype("float32") * 0.05
 W2 = _rng.standard_normal((256, 512)).astype("float32") * 0.05
 BIAS = _rng.standard_normal((512,)).astype("float32")
 W_SHUFFLE = (_rng.standard_normal((256, 464, 1, 1)) * 0.05).astype("float32")
+W_DEPTHWISE = (_rng.standard_normal((64, 1, 3, 3)) * 0.1).astype("float32")
+BIAS_CONV = _rng.standard_normal((1, 64, 1, 1)).astype("float32")
+W_EXCITE = (_rng.standard_normal((64, 64, 1, 1)) * 0.1).astype("float32")
 
 
 @I.ir_module
@@ -118,6 +121,22 @@ class MatmulBiasRelu:
             z = R.nn.relu(R.add(y, R.const(BIAS)))
             R.output(z)
         return z
+
+
+@I.ir_module
+class ConvSiluSqueeze:
+    """An MBConv block's middle: depthwise conv, bias, SiLU, then squeeze-excite (mean, 1x1 conv,
+    sigmoid) scaling the map."""
+
+    @R.function
+    def main(x: R.Tensor((1, 64, 28, 28), "float32")):
+        with R.dataflow():
+            y = R.add(R.nn.conv2d(x, R.const(W_DEPTHWISE), padding=(1, 1), groups=64), R.const(BIAS_CONV))
+            a = R.multiply(y, R.sigmoid(y))
+            m = R.mean(a, axis=[2, 3], keepdims=True)
+            out = R.multiply(a, R.sigmoid(R.nn.conv2d(m, R.const(W_EXCITE))))
+            R.output(out)
+        return out
 
 
 def _graph(mod):
@@ -379,6 +398,36 @@ def test_channel_shuffle_fused_into_a_conv_is_kept_with_the_check(strategy):
     assert _kernels(ShuffleConv, strategy, cost_check=True) == 1
 
 
+class _BytesModel:
+    """Predicts a kernel's time from the bytes of its parameters alone (1 ns per byte)."""
+
+    def seconds(self, func) -> float:
+        return 1e-9 * sum(4 * math.prod(int(d) for d in param.ty.shape) for param in func.params)
+
+    def remembered(self, _key, predict) -> float:
+        return predict()
+
+
+def test_apollo_gives_a_conv_back_its_epilogue_when_predicted_faster():
+    """APOLLO's rules 4 and 5 (section 3.3) come before rule 6: the bias and SiLU go with the
+    squeeze mean and the conv runs alone, writing its raw output for that kernel to read back.
+    Where the conv with its epilogue beside the mean is predicted faster
+    (``ProfitabilityCheck.epilogue_verdict``; here by the bytes each kernel moves), the upward
+    feedback refuses the group and APOLLO re-partitions."""
+    def kernels(profitability, cost_check=True):
+        with TARGET:
+            fused = tvm.transform.Sequential([
+                *preprocess_passes(), *apollo_preprocess(),
+                ApolloFusion(cost_check=cost_check, profitability=profitability),
+                relax.transform.FuseTIR(), relax.transform.DeadCodeElimination()])(ConvSiluSqueeze)
+        return [gv.name_hint for gv, f in fused.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+
+    paper, checked = kernels(None, cost_check=False), kernels(ProfitabilityCheck(TARGET, model=_BytesModel()))
+    assert "conv2d" in paper and any(k.startswith("fused_add_tir_sigmoid_multiply_mean") for k in paper), paper
+    assert "conv2d" not in checked and any(k.startswith("fused_conv2d_add_tir_sigmoid_multiply") for k in checked), \
+        checked
+
+
 def test_apollo_records_the_prediction_as_upward_feedback(tmp_path):
     path = tmp_path / "feedback.json"
     with TARGET:
@@ -389,8 +438,8 @@ def test_apollo_records_the_prediction_as_upward_feedback(tmp_path):
 
 
 @pytest.mark.parametrize("strategy", ["apollo", "neoflow", "graphturbo", "dominator-both"])
-@pytest.mark.parametrize("mod", [ExpMatmul, TwoMatmuls, SplitExpMatmul, ShuffleConv],
-                         ids=["exp_matmul", "two_matmuls", "split_exp_matmul", "shuffle_conv"])
+@pytest.mark.parametrize("mod", [ExpMatmul, TwoMatmuls, SplitExpMatmul, ShuffleConv, ConvSiluSqueeze],
+                         ids=["exp_matmul", "two_matmuls", "split_exp_matmul", "shuffle_conv", "conv_silu_squeeze"])
 def test_strategies_with_the_check_match_the_unfused_module(strategy, mod):
     verify.assert_same_as_unfused(mod, strategy)
 

@@ -181,6 +181,42 @@ class ProfitabilityCheck:
         return Verdict(self.group_seconds(graph, union),
                        sum(self.group_seconds(graph, p) for p in parts))
 
+    def epilogue_verdict(self, graph: DataflowGraph, group: Iterable[int]) -> Verdict | None:
+        """A group that holds the element-wise epilogue of a contraction outside it, against
+        that contraction with its epilogue as one kernel and the rest of the group as another
+        (``fused_s``: the group and the contraction alone; ``parts_s``: the alternative).
+
+        The epilogue is what the group reaches from the contraction's output through element-wise
+        and broadcast ops that read nothing else of the group (:func:`_anchor_with_epilogue`), the
+        contraction's output read by the group alone: what ``FuseOps`` forms and the default schedule applies in the micro-kernel's
+        write-back. A group built around another anchor (APOLLO's rules 4 and 5 take element-wise
+        ops into a reduction before rule 6 gives them to the conv: an MBConv block's bias and SiLU
+        go with the squeeze-excite mean) leaves the contraction to write its raw output and reads
+        it back. ``None`` when the group holds no such epilogue, or nothing is left beside it."""
+        members = frozenset(group)
+        for contraction in sorted({p for m in members for p in graph.nodes[m].inputs} - members):
+            node = graph.nodes[contraction]
+            if node.pattern is not OpPattern.OUT_EWISE_FUSABLE or not node.outputs \
+                    or not all(c in members for c in node.outputs):
+                continue
+            epilogue, stack = set(), [contraction]
+            while stack:
+                for consumer in graph.nodes[stack.pop()].outputs:
+                    inputs = set(graph.nodes[consumer].inputs) & members
+                    if consumer in members and consumer not in epilogue \
+                            and graph.nodes[consumer].pattern <= OpPattern.BROADCAST \
+                            and inputs <= epilogue | {contraction}:
+                        epilogue.add(consumer)
+                        stack.append(consumer)
+            rest = members - epilogue
+            with_epilogue = frozenset(epilogue | {contraction})
+            if not epilogue or not rest or not _anchor_with_epilogue(graph, with_epilogue) \
+                    or not _static(graph, members | with_epilogue):
+                continue
+            return Verdict(self.group_seconds(graph, members) + self.group_seconds(graph, [contraction]),
+                           self.group_seconds(graph, with_epilogue) + self.group_seconds(graph, rest))
+        return None
+
     def takes_whole(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
         """Whether merging ``parts`` stays inside a group the target's attention rule takes whole
         (the group itself included)."""

@@ -17,7 +17,10 @@ of the branches; groups with symbolic shapes are exempt, as the rule only tiles 
 when it takes longer than the budget; and, with the profitability check on (``cost_check``, CPU
 targets), when its kernel is predicted slower than its ops run as separate kernels
 (:class:`~tvm_fusion_ext.cost.ProfitabilityCheck`: the cost model of the scheduled kernel; the
-paper's feedback reports what the downstream compiler "cannot handle well", section 2). A group
+paper's feedback reports what the downstream compiler "cannot handle well", section 2), or when
+it holds the element-wise epilogue of a contraction outside it and is predicted slower than that
+contraction with its epilogue beside the rest of the group
+(:meth:`~tvm_fusion_ext.cost.ProfitabilityCheck.epilogue_verdict`). A group
 that fails has its composition pattern recorded in the
 :class:`~tvm_fusion_ext.partitioners.apollo.FeedbackStore` (a JSON file when ``feedback_path`` is
 set) and the partition is regenerated with that pattern refused, so the group is split. The next
@@ -207,8 +210,13 @@ class ApolloFusion:
                     if self.check_downstream else None
                 if reason is None and profit is not None:
                     verdict = profit.verdict(plan.graph, [[n] for n in group])
+                    epilogue = profit.epilogue_verdict(plan.graph, group) if verdict.profitable else None
                     if not verdict.profitable:
                         reason = f"slower than its ops: {verdict.describe()}"
+                        self.stats["cost_rejected"] += 1
+                    elif epilogue is not None and not epilogue.profitable:
+                        reason = (f"takes a contraction's epilogue: predicted {epilogue.fused_s * 1e6:.1f} us "
+                                  f"against {epilogue.parts_s * 1e6:.1f} us with the epilogue in the contraction")
                         self.stats["cost_rejected"] += 1
                 if reason is not None:
                     store.record_failure(pattern, reason, [op_name(plan.graph, n) for n in sorted(group)])
