@@ -188,8 +188,8 @@ class ProfitabilityCheck:
 
         The epilogue is what the group reaches from the contraction's output through element-wise
         and broadcast ops that read nothing else of the group (:func:`_anchor_with_epilogue`), the
-        contraction's output read by the group alone: what ``FuseOps`` forms and the default schedule applies in the micro-kernel's
-        write-back. A group built around another anchor (APOLLO's rules 4 and 5 take element-wise
+        contraction's output read by the group alone: what ``FuseOps`` forms and the default
+        schedule applies in the micro-kernel's write-back. A group built around another anchor (APOLLO's rules 4 and 5 take element-wise
         ops into a reduction before rule 6 gives them to the conv: an MBConv block's bias and SiLU
         go with the squeeze-excite mean) leaves the contraction to write its raw output and reads
         it back. ``None`` when the group holds no such epilogue, or nothing is left beside it."""
@@ -202,10 +202,9 @@ class ProfitabilityCheck:
             epilogue, stack = set(), [contraction]
             while stack:
                 for consumer in graph.nodes[stack.pop()].outputs:
-                    inputs = set(graph.nodes[consumer].inputs) & members
                     if consumer in members and consumer not in epilogue \
                             and graph.nodes[consumer].pattern <= OpPattern.BROADCAST \
-                            and inputs <= epilogue | {contraction}:
+                            and set(graph.nodes[consumer].inputs) & members <= epilogue | {contraction}:
                         epilogue.add(consumer)
                         stack.append(consumer)
             rest = members - epilogue

@@ -210,11 +210,11 @@ class ApolloFusion:
                     if self.check_downstream else None
                 if reason is None and profit is not None:
                     verdict = profit.verdict(plan.graph, [[n] for n in group])
-                    epilogue = profit.epilogue_verdict(plan.graph, group) if verdict.profitable else None
                     if not verdict.profitable:
                         reason = f"slower than its ops: {verdict.describe()}"
                         self.stats["cost_rejected"] += 1
-                    elif epilogue is not None and not epilogue.profitable:
+                    elif (epilogue := profit.epilogue_verdict(plan.graph, group)) is not None \
+                            and not epilogue.profitable:
                         reason = (f"takes a contraction's epilogue: predicted {epilogue.fused_s * 1e6:.1f} us "
                                   f"against {epilogue.parts_s * 1e6:.1f} us with the epilogue in the contraction")
                         self.stats["cost_rejected"] += 1

@@ -104,8 +104,7 @@ class AnchorLoopFusion(SpecScheduleRule):
         lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
         inline_injective(sch, infos, anchor_name, einsum_anchor=functools.cache(
             lambda: anchor.is_contraction and _lane_padding(anchor, lanes, weights) is not None
-            and _starved(plan_register_tile(anchor, spec, prepacked=weights), spec)
-            and _starved(narrower_register_tile(anchor, spec, lanes, weights), spec)))
+            and _starved(_unpadded_register_tile(anchor, spec, lanes, weights), spec)))
 
         analyzed = analyze_blocks(sch)
         if not analyzed:
@@ -114,11 +113,7 @@ class AnchorLoopFusion(SpecScheduleRule):
         names = [info.name for info in infos]
         anchor = infos[names.index(anchor_name)]
         producers, consumers = names[: names.index(anchor_name)], names[names.index(anchor_name) + 1:]
-        register_tile = plan_register_tile(anchor, spec, prepacked=weights) if anchor.is_contraction else None
-        if anchor.is_contraction and _starved(register_tile, spec):
-            # narrower vectors along an unpadded axis before padding another to whole vectors
-            narrower = narrower_register_tile(anchor, spec, lanes, weights)
-            register_tile = narrower if not _starved(narrower, spec) else register_tile
+        register_tile = _unpadded_register_tile(anchor, spec, lanes, weights) if anchor.is_contraction else None
         if (anchor.is_contraction and _starved(register_tile, spec)
                 and _pad_spatial_to_lanes(sch, anchor, lanes)):
             infos, anchor_name = _analyze_padded(sch, anchor_name)
@@ -217,6 +212,18 @@ def narrower_register_tile(anchor: BlockInfo, spec: HardwareSpec, lanes: int,
             return register_tile
         narrower //= 2
     return None
+
+
+def _unpadded_register_tile(anchor: BlockInfo, spec: HardwareSpec, lanes: int,
+                            prepacked: Collection = ()) -> RegisterTile | None:
+    """The full-width register tile of a contraction, or, where that one starves, a register tile
+    on narrower vectors that divide an axis when it does not starve: what the contraction gets
+    before :func:`_pad_spatial_to_lanes` pads an axis to whole vectors."""
+    full = plan_register_tile(anchor, spec, prepacked=prepacked)
+    if not _starved(full, spec):
+        return full
+    narrower = narrower_register_tile(anchor, spec, lanes, prepacked)
+    return full if _starved(narrower, spec) else narrower
 
 
 def _starved(register_tile: RegisterTile | None, spec: HardwareSpec) -> bool:

@@ -2,8 +2,9 @@
 
 Every child block of the root keeps its own loop nest; its leading spatial loops are fused until
 they give every core work and parallelised, and its innermost loop is vectorised when it is
-spatial, or along its rows when it is a row reduction. Nothing moves between loop nests, so intermediates stay full size: this is the "no
-fusion, but not naive" baseline a fused kernel falls back to.
+spatial, or along its rows when it is a row reduction. Nothing moves between loop nests, so
+intermediates stay full size: this is the "no fusion, but not naive" baseline a fused kernel
+falls back to.
 """
 
 from __future__ import annotations
