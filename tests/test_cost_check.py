@@ -437,6 +437,23 @@ def test_apollo_records_the_prediction_as_upward_feedback(tmp_path):
     assert failed and all("slower than its ops" in f["reason"] for f in failed), failed
 
 
+def test_apollo_compiles_downstream_only_the_groups_the_check_accepts():
+    """The prediction is asked before the downstream compile: a group refused for its predicted
+    time is never compiled, so a second compile (predictions read from the store) compiles as
+    many groups as a compile without the check."""
+    compiled = []
+
+    def downstream(mini, pattern):
+        compiled.append(pattern)
+
+    with TARGET:
+        apollo = ApolloFusion(downstream=downstream)
+        tvm.transform.Sequential([*preprocess_passes(), *apollo_preprocess(), apollo])(ExpMatmul)
+    refused = [p for p in apollo.checked_patterns if p not in compiled]
+    assert apollo.stats["cost_rejected"] >= 1 and len(refused) == apollo.stats["cost_rejected"], \
+        (apollo.checked_patterns, compiled)
+
+
 @pytest.mark.parametrize("strategy", ["apollo", "neoflow", "graphturbo", "dominator-both"])
 @pytest.mark.parametrize("mod", [ExpMatmul, TwoMatmuls, SplitExpMatmul, ShuffleConv, ConvSiluSqueeze],
                          ids=["exp_matmul", "two_matmuls", "split_exp_matmul", "shuffle_conv", "conv_silu_squeeze"])

@@ -20,8 +20,8 @@ targets), when its kernel is predicted slower than its ops run as separate kerne
 paper's feedback reports what the downstream compiler "cannot handle well", section 2), or when
 it holds the element-wise epilogue of a contraction outside it and is predicted slower than that
 contraction with its epilogue beside the rest of the group
-(:meth:`~tvm_fusion_ext.cost.ProfitabilityCheck.epilogue_verdict`). A group
-that fails has its composition pattern recorded in the
+(:meth:`~tvm_fusion_ext.cost.ProfitabilityCheck.epilogue_verdict`). The prediction is asked
+first, so a group it refuses is not compiled. A group that fails has its composition pattern recorded in the
 :class:`~tvm_fusion_ext.partitioners.apollo.FeedbackStore` (a JSON file when ``feedback_path`` is
 set) and the partition is regenerated with that pattern refused, so the group is split. The next
 run reads the file and never tries the pattern again. Parallel compositions that Cost Model (3)
@@ -34,6 +34,7 @@ The pipelines ``apollo`` (Layers I-III), ``apollo-no-parallel`` (I-II) and ``apo
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -206,22 +207,31 @@ class ApolloFusion:
                     continue
                 pattern = composition_pattern(plan.graph, group)
                 self.checked_patterns.append(pattern)
-                reason = check(group_module(plan.graph, group), pattern) \
-                    if self.check_downstream else None
-                if reason is None and profit is not None:
-                    verdict = profit.verdict(plan.graph, [[n] for n in group])
-                    if not verdict.profitable:
-                        reason = f"slower than its ops: {verdict.describe()}"
-                        self.stats["cost_rejected"] += 1
-                    elif (epilogue := profit.epilogue_verdict(plan.graph, group)) is not None \
-                            and not epilogue.profitable:
-                        reason = (f"takes a contraction's epilogue: predicted {epilogue.fused_s * 1e6:.1f} us "
-                                  f"against {epilogue.parts_s * 1e6:.1f} us with the epilogue in the contraction")
-                        self.stats["cost_rejected"] += 1
+                reason = self._cost_reason(plan.graph, group, profit) if profit is not None else None
+                if reason is None and self.check_downstream:
+                    reason = check(group_module(plan.graph, group), pattern)
                 if reason is not None:
                     store.record_failure(pattern, reason, [op_name(plan.graph, n) for n in sorted(group)])
                     failing.setdefault(key, []).append(group)
         return failing
+
+    def _cost_reason(self, graph, group: list[int], profit: ProfitabilityCheck) -> str | None:
+        """Why ``profit`` refuses ``group`` (``None``: it does not). Asked before the downstream
+        compile, so a group refused for its predicted time is never compiled (its verdict comes
+        from the prediction store on a second compile of the model); a group predicted to make no
+        single kernel is left to the downstream compiler, whose error is the better reason."""
+        verdict = profit.verdict(graph, [[n] for n in group])
+        if self.check_downstream and verdict.fused_s is not None and math.isinf(verdict.fused_s):
+            return None
+        if not verdict.profitable:
+            self.stats["cost_rejected"] += 1
+            return f"slower than its ops: {verdict.describe()}"
+        epilogue = profit.epilogue_verdict(graph, group)
+        if epilogue is not None and not epilogue.profitable:
+            self.stats["cost_rejected"] += 1
+            return (f"takes a contraction's epilogue: predicted {epilogue.fused_s * 1e6:.1f} us "
+                    f"against {epilogue.parts_s * 1e6:.1f} us with the epilogue in the contraction")
+        return None
 
     def _count(self, partitioner: ApolloPartitioner, store: FeedbackStore) -> None:
         for plan in partitioner.plans:
