@@ -110,6 +110,7 @@ class ProfitabilityCheck:
         self.model = model
         self.on_gpu = "cuda" in list(target.keys)
         self._hashes: dict = {}  # PrimFunc -> structural hash, for this check's graphs
+        self._static_funcs: dict = {}  # PrimFunc -> whether every buffer has a static shape
         self._groups: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> {group: s}
 
     def group_seconds(self, graph: DataflowGraph, group: Iterable[int]) -> float:
@@ -172,7 +173,7 @@ class ProfitabilityCheck:
             if union & group.core and not union <= group.members:
                 return Verdict(None, None, refused="it takes ops of an attention kernel one rule "
                                                   "takes whole together with ops outside it")
-        if not _static(graph, union):
+        if not self._static(graph, union):
             return Verdict(None, None, "symbolic shapes")
         if all(graph.nodes[m].pattern <= OpPattern.INJECTIVE for m in union):
             return Verdict(None, None, "element-wise and injective ops only")
@@ -210,7 +211,7 @@ class ProfitabilityCheck:
             rest = members - epilogue
             with_epilogue = frozenset(epilogue | {contraction})
             if not epilogue or not rest or not _anchor_with_epilogue(graph, with_epilogue) \
-                    or not _static(graph, members | with_epilogue):
+                    or not self._static(graph, members | with_epilogue):
                 continue
             return Verdict(self.group_seconds(graph, members) + self.group_seconds(graph, [contraction]),
                            self.group_seconds(graph, with_epilogue) + self.group_seconds(graph, rest))
@@ -225,6 +226,15 @@ class ProfitabilityCheck:
 
     def accepts(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
         return self.verdict(graph, parts).profitable
+
+    def _static(self, graph: DataflowGraph, members) -> bool:
+        """Every buffer of the members' PrimFuncs has a static shape."""
+        funcs = [graph.nodes[m].prim_func for m in members if graph.nodes[m].prim_func is not None]
+        for func in funcs:
+            if func not in self._static_funcs:
+                self._static_funcs[func] = all(isinstance(dim, tirx.IntImm)
+                                               for param in func.params for dim in param.shape)
+        return all(self._static_funcs[func] for func in funcs)
 
     def _hash(self, func: tirx.PrimFunc) -> int:
         if func not in self._hashes:
@@ -255,11 +265,6 @@ def _elements(node) -> int:
     return sum(math.prod(shape) for shape in node.shapes)
 
 
-def _static(graph: DataflowGraph, members) -> bool:
-    """Every buffer of the members' PrimFuncs has a static shape."""
-    return all(isinstance(dim, tvm.tirx.IntImm)
-               for m in members if graph.nodes[m].prim_func is not None
-               for param in graph.nodes[m].prim_func.params for dim in param.shape)
 
 
 def profitability_for(target: tvm.target.Target | None, enabled: bool = True,
