@@ -8,7 +8,7 @@ from tvm import relax, s_tir
 from tvm.script import tirx as T
 
 from tvm_fusion_ext.hardware import CPUSpec
-from tvm_fusion_ext.tir_passes.analysis import analyze_blocks, pick_anchor
+from tvm_fusion_ext.tir_passes.analysis import analyze_blocks, pick_anchor, uses_any
 from tvm_fusion_ext.tir_passes.register_tile import (
     WINDOW_HEADROOM,
     has_window,
@@ -95,16 +95,40 @@ def test_depthwise_conv(hw, planned):
     assert plan.register is None and plan.rows == 1 and plan.vectors == 2  # 16 of 112 columns
 
 
+def test_nhwc_depthwise_conv_reuses_its_weight_over_a_row_of_outputs():
+    """NHWC depthwise on maps that fit the cores' L2: every operand is contiguous along the
+    channels, which are vectorised; the register loop is one the weight does not walk (the output
+    columns), so each weight vector is loaded once per window step for ``rows`` accumulators in
+    registers, and the input, walked by every loop, is loaded per row."""
+    anchor = _anchor(relax.op.nn.conv2d, (1, 14, 14, 96), (3, 3, 1, 96), padding=1,
+                     groups=96, data_layout="NHWC", kernel_layout="HWIO")
+    plan = plan_register_tile(anchor, AVX2)
+    assert anchor.loop_iters[plan.vector].var.name == "v_ff" and plan.packed == ()
+    register = anchor.loop_iters[plan.register].var
+    assert register.name in ("v_xx", "v_yy") and plan.rows > 1
+    assert not any(uses_any(rg.min, [register]) for rg in anchor.operand_reads[1].region)  # the weight
+    # accumulators and as many input vectors (the window's steps share them) fit the registers
+    assert plan.rows * plan.vectors * 2 + plan.vectors + WINDOW_HEADROOM <= AVX2.vector_registers
+
+
 @pytest.mark.parametrize("batch", [1, 8])
-def test_nhwc_depthwise_conv_is_left_to_the_plain_schedule(batch):
-    """NHWC depthwise: every operand is contiguous along the channels, so the fastest micro-kernel
-    broadcasts nothing and the plain schedule vectorises the channels. At batch 8 the batch loop
-    (8 lanes, unused by the weight) must not win: its input would be packed per channel, at every
-    tile (5 GFLOP/s on MobileNetV2's depthwise convs)."""
-    anchor = _anchor(relax.op.nn.conv2d, (batch, 112, 112, 96), (3, 3, 1, 96), strides=2, padding=1,
+@pytest.mark.parametrize("lanes", [None, 4])
+def test_nhwc_depthwise_conv_never_vectorises_its_batch(batch, lanes):
+    """A register tile of an NHWC depthwise conv, when it gets one, is along its channels with
+    nothing packed: at batch 8 a batch loop vectorised instead (8 lanes, unused by the weight)
+    would pack the input per channel at every tile (5 GFLOP/s on MobileNetV2's depthwise convs)."""
+    anchor = _anchor(relax.op.nn.conv2d, (batch, 14, 14, 96), (3, 3, 1, 96), padding=1,
+                     groups=96, data_layout="NHWC", kernel_layout="HWIO")
+    plan = plan_register_tile(anchor, AVX2, lanes=lanes)
+    assert plan is None or (anchor.loop_iters[plan.vector].var.name == "v_ff" and plan.packed == ())
+
+
+def test_nhwc_depthwise_conv_beyond_the_caches_is_left_to_the_plain_schedule():
+    """Maps larger than the cores' L2 together are streamed from memory whatever the register
+    tile: the plain schedule, which streams whole rows, takes the anchor."""
+    anchor = _anchor(relax.op.nn.conv2d, (1, 112, 112, 96), (3, 3, 1, 96), strides=2, padding=1,
                      groups=96, data_layout="NHWC", kernel_layout="HWIO")
     assert plan_register_tile(anchor, AVX2) is None
-    assert plan_register_tile(anchor, AVX2, lanes=4) is None
 
 
 def test_register_budget_and_core_count_hold_for_every_plan():

@@ -10,11 +10,14 @@ of the reduction (the GotoBLAS / BLIS design):
   buffer whose last dimension is the vector loop (an NCHW conv weight ``[F, C, R, S]`` becomes
   ``[C, R, S, F]``). An operand that does not use the loop is *broadcast* (one scalar load per
   accumulator row). A loop every operand uses (a depthwise conv's channels in NHWC) is scored
-  too, and when it wins the plain schedule takes the anchor: a register tile adds no reuse to
-  it. When the output is not contiguous along the vector loop the
+  too: nothing is broadcast, and the register loop is one that some operand does not walk (the
+  weight over the output columns), whose vectors each row then reuses; without such a loop the
+  plain schedule takes the anchor, as a register tile adds no reuse. When the output is not
+  contiguous along the vector loop the
   accumulator is kept in a local buffer with that dimension last (``transposed``);
 * the **register loop** is a spatial loop that no streamed operand uses, so each streamed vector
-  load is reused ``rows`` times (the ``i`` of a matmul, the output column ``x`` of an NCHW conv);
+  load is reused ``rows`` times (the ``i`` of a matmul, the output column ``x`` of an NCHW conv;
+  for an NHWC depthwise conv, the output column, which its weight does not use);
 * ``rows`` and ``vectors`` fit the register file (:func:`registers_needed`: ``rows * vectors``
   accumulators + ``vectors`` operand registers + the broadcasts, + :data:`WINDOW_HEADROOM` when
   there is a reduction window, <= ``spec.vector_registers``). Among the feasible
@@ -105,7 +108,7 @@ def plan_register_tile(info: BlockInfo, spec: HardwareSpec, lanes: int | None = 
                        prepacked: Collection = ()) -> RegisterTile | None:
     """The register tile of contraction ``info`` on ``spec``, or ``None`` when no spatial loop
     can be vectorised that way (no extent is a multiple of the lanes, or every operand uses it)
-    or when the fastest micro-kernel broadcasts nothing (see :func:`_micro_kernels`).
+    or when the fastest micro-kernel reuses no operand load (see :func:`_micro_kernels`).
     ``lanes`` defaults to the spec's full vector width for the output's dtype; ``prepacked`` are
     the operand buffers the schedule lays out at compile time (layout-free weights, see
     ``loop_fusion.layout_free_buffers``), whose panels are contiguous."""
@@ -130,8 +133,8 @@ def micro_kernel_cycles(info: BlockInfo, spec: HardwareSpec, lanes: int | None =
 
 
 def _best_micro_kernel(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: Collection):
-    """The best ``(key, micro-kernel, broadcasts)`` of :func:`_micro_kernels`, or ``None`` when
-    there is none or it broadcasts nothing; ``-key[0]`` is its cycles per output with its
+    """The best ``(key, micro-kernel, reuses)`` of :func:`_micro_kernels`, or ``None`` when
+    there is none or it reuses no operand load; ``-key[0]`` is its cycles per output with its
     accumulator reloads (:func:`_reload_cycles`).
 
     The reloads decide only between micro-kernels they separate by more than
@@ -142,18 +145,18 @@ def _best_micro_kernel(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacke
     where their cycles without reloads are out of reach, so only the few that can win get their
     reduction block planned."""
     scored, best_total = [], math.inf
-    for key, micro, broadcasts in sorted(_micro_kernels(info, lanes, spec, prepacked),
+    for key, micro, reuses in sorted(_micro_kernels(info, lanes, spec, prepacked),
                                          key=lambda item: item[0], reverse=True):
         if -key[0] > best_total * (1 + RELOAD_TOLERANCE):
             break
         total = -key[0] + _reload_cycles(info, micro, prepacked, spec)
         best_total = min(best_total, total)
-        scored.append((total, key, micro, broadcasts))
+        scored.append((total, key, micro, reuses))
     if not scored:
         return None
-    total, key, micro, broadcasts = max(
+    total, key, micro, reuses = max(
         (item for item in scored if item[0] <= best_total * (1 + RELOAD_TOLERANCE)), key=lambda item: item[1])
-    return ((-round(total, 9), *key[1:]), micro, broadcasts) if broadcasts else None
+    return ((-round(total, 9), *key[1:]), micro, reuses) if reuses else None
 
 
 def _reload_cycles(info: BlockInfo, micro: RegisterTile, prepacked: Collection, spec: HardwareSpec) -> float:
@@ -173,13 +176,13 @@ def _contiguous(info: BlockInfo, packed: tuple[int, ...], prepacked: Collection)
 
 
 def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: Collection = ()):
-    """``(key, RegisterTile without blocking, broadcasts)`` for every feasible micro-kernel; larger
+    """``(key, RegisterTile without blocking, reuses)`` for every feasible micro-kernel; larger
     key is better: fewer cycles per output, then more accumulators, fewer packed operands, more
-    rows. ``broadcasts`` is false for a micro-kernel that streams every operand (a depthwise conv
-    along its channels): a register tile adds no reuse to it, so when it is the fastest,
-    :func:`plan_register_tile` leaves the anchor to the plain schedule, which vectorises that
-    loop too. Scored with the others, it keeps a worse plan from winning: a batch-8 NHWC depthwise
-    conv vectorised along the batch, its input packed per channel at every tile."""
+    rows. The third item (``reuses``) is false for a micro-kernel that streams every operand
+    without a register loop (one row): a register tile adds no reuse to it, so when it is the
+    fastest, :func:`plan_register_tile` leaves the anchor to the plain schedule, which vectorises
+    that loop too. Scored with the others, it keeps a worse plan from winning: a batch-8 NHWC
+    depthwise conv vectorised along the batch, its input packed per channel at every tile."""
     operands = info.operand_reads
     uses = {p: [bool(_dims_using(read, info.loop_iters[p].var)) for read in operands]
             for p in info.spatial_positions}  # spatial loop -> which operands it walks
@@ -192,9 +195,17 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
             continue
         var = info.loop_iters[v].var
         streamed = [i for i in range(len(operands)) if uses[v][i]]
-        # Every operand streamed (a depthwise conv along its channels): nothing is broadcast, so
-        # there is no register loop, and each step loads one vector of every operand per FMA.
-        loads = len(streamed) if len(streamed) == len(operands) else None
+        # Every operand streamed (a depthwise conv along its channels): nothing is broadcast. A
+        # register loop is then one that some operand does not walk (the output columns, which
+        # the weight does not use): that operand's vectors are loaded once per step and reused by
+        # every row, the others loaded per row.
+        every_streamed = len(streamed) == len(operands)
+        # Maps that do not fit the cores' fast memories are streamed from the next level, which
+        # the register tile's reuse in registers and L1 does not speed up, and its 2-D tiles
+        # stream them less sequentially than the plain schedule's rows (MobileNetV2's 56 x 56 x
+        # 144 depthwise conv: 1.2x slower in the model; its 14 x 14 ones 1.4x faster): such a
+        # depthwise conv gets no register loop.
+        reusing = not every_streamed or _bytes(info, info.extents) <= spec.fast_memory_bytes * spec.num_cores
         kinds = [_walk(operands[i], var) for i in streamed]
         out_kind = _walk(output, var)
         if None in kinds or out_kind is None:
@@ -204,10 +215,13 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
         contiguous = _contiguous(info, packed, prepacked)
         candidates = [None] + [
             q for q in info.spatial_positions
-            if q != v and info.extents[q] > 1
-            and not any(uses[q][i] for i in streamed)]
+            if reusing and q != v and info.extents[q] > 1
+            and (not all(uses[q][i] for i in streamed) if every_streamed
+                 else not any(uses[q][i] for i in streamed))]
         for q in candidates:
             row_choices = divisors(info.extents[q]) if q is not None else [1]
+            per_row = sum(1 for i in streamed if q is not None and uses[q][i])
+            loads = (per_row, len(streamed) - per_row) if every_streamed else None
             for vectors in divisors(extent // lanes):
                 for rows in row_choices:
                     if registers_needed(rows, vectors, headroom, loads) > spec.vector_registers:
@@ -217,30 +231,41 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
                     cost = reduction * _step_cycles(rows, vectors, lines, spec, loads) / (rows * vectors * lanes)
                     cost += _TRANSPOSED_OUTPUT_CYCLES if transposed else 0.0
                     key = (-round(cost, 9), rows * vectors, -len(packed), rows, -1 if q is None else q)
-                    yield key, RegisterTile(v, lanes, vectors, q, rows, packed, transposed), loads is None
+                    yield (key, RegisterTile(v, lanes, vectors, q, rows, packed, transposed),
+                           not every_streamed or rows > 1)
 
 
-def registers_needed(rows: int, vectors: int, headroom: int, streamed_operands: int | None = None) -> int:
+def registers_needed(rows: int, vectors: int, headroom: int,
+                     streamed_operands: tuple[int, int] | None = None) -> int:
     """Vector registers a ``rows x vectors`` micro-kernel holds at once: its accumulators, the
     ``vectors`` streamed operands of one reduction step, and either one broadcast register and the
     window's ``headroom``, or, with a single streamed vector, one register per row: each broadcast
     then feeds one FMA, and LLVM issues all of a step's broadcasts ahead of its FMAs (an 8 x 1
     micro-kernel of a 1x1 conv over 56 columns spilled an accumulator every other step, at 37%
     of the FMA peak; 4 x 2 along the output channels, 1.7x faster). With ``streamed_operands``
-    (every operand streamed, none broadcast) a step holds that many vectors per accumulator."""
+    (every operand streamed, none broadcast: how many walk the register loop, how many do not) a
+    step holds a vector per accumulator of each operand walking the register loop (the window's
+    unrolled steps share them: a row's input at ``rx + 1`` is the next row's at ``rx``, and LLVM
+    keeps them live) and a vector per column of the others."""
     if streamed_operands is not None:
-        return rows * vectors + streamed_operands * vectors + headroom
+        per_row, reused = streamed_operands
+        return rows * vectors * (1 + per_row) + reused * vectors + headroom
     broadcasts = rows if vectors == 1 else 1
     return rows * vectors + vectors + max(broadcasts, 1 + headroom)
 
 
 def _step_cycles(rows: int, vectors: int, lines: float, spec: HardwareSpec,
-                 streamed_operands: int | None = None) -> float:
+                 streamed_operands: tuple[int, int] | None = None) -> float:
     """Cycles of one reduction step of a ``rows x vectors`` micro-kernel that brings ``lines``
     cache lines into L1: FMA throughput, load throughput (``vectors`` streamed loads + ``rows``
-    broadcasts, or ``streamed_operands`` loads per vector when nothing is broadcast), the FMA
-    latency chain, or the line fills from L2."""
-    loads = rows + vectors if streamed_operands is None else streamed_operands * vectors
+    broadcasts; when nothing is broadcast, ``streamed_operands = (per_row, reused)``: a vector
+    load per row and column of the operands walking the register loop, per column of the others),
+    the FMA latency chain, or the line fills from L2."""
+    if streamed_operands is None:
+        loads = rows + vectors
+    else:
+        per_row, reused = streamed_operands
+        loads = (per_row * rows + reused) * vectors
     return max(rows * vectors / spec.fma_units, loads / spec.load_units, spec.fma_latency,
                lines * spec.line_fill_cycles)
 
