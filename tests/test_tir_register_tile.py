@@ -95,17 +95,19 @@ def test_depthwise_conv(hw, planned):
     assert plan.register is None and plan.rows == 1 and plan.vectors == 2  # 16 of 112 columns
 
 
-def test_nhwc_depthwise_conv_reuses_its_weight_over_a_row_of_outputs():
-    """NHWC depthwise on maps that fit the cores' L2: every operand is contiguous along the
-    channels, which are vectorised; the register loop is one the weight does not walk (the output
-    columns), so each weight vector is loaded once per window step for ``rows`` accumulators in
-    registers, and the input, walked by every loop, is loaded per row."""
-    anchor = _anchor(relax.op.nn.conv2d, (1, 14, 14, 96), (3, 3, 1, 96), padding=1,
+@pytest.mark.parametrize("batch", [1, 8])
+def test_nhwc_depthwise_conv_reuses_its_weight_over_a_row_of_outputs(batch):
+    """NHWC depthwise on maps whose image fits the cores' L2 (the batch counts no more than one
+    image): every operand is contiguous along the channels, which are vectorised; the register
+    loop is one the weight does not walk (the output columns), so each weight vector is loaded
+    once per window step for ``rows`` accumulators in registers, and the input, walked by every
+    loop, is loaded per row."""
+    anchor = _anchor(relax.op.nn.conv2d, (batch, 14, 14, 96), (3, 3, 1, 96), padding=1,
                      groups=96, data_layout="NHWC", kernel_layout="HWIO")
     plan = plan_register_tile(anchor, AVX2)
     assert anchor.loop_iters[plan.vector].var.name == "v_ff" and plan.packed == ()
     register = anchor.loop_iters[plan.register].var
-    assert register.name in ("v_xx", "v_yy") and plan.rows > 1
+    assert register.name in ("v_nn", "v_xx", "v_yy") and plan.rows > 1
     assert not any(uses_any(rg.min, [register]) for rg in anchor.operand_reads[1].region)  # the weight
     # accumulators and as many input vectors (the window's steps share them) fit the registers
     assert plan.rows * plan.vectors * 2 + plan.vectors + WINDOW_HEADROOM <= AVX2.vector_registers
