@@ -21,9 +21,10 @@ paper's feedback reports what the downstream compiler "cannot handle well", sect
 it holds the element-wise epilogue of a contraction outside it and is predicted slower than that
 contraction with its epilogue beside the rest of the group
 (:meth:`~tvm_fusion_ext.cost.ProfitabilityCheck.epilogue_verdict`). The prediction is asked
-first, so a group it refuses is not compiled. A group that fails has its composition pattern recorded in the
-:class:`~tvm_fusion_ext.partitioners.apollo.FeedbackStore` (a JSON file when ``feedback_path`` is
-set) and the partition is regenerated with that pattern refused, so the group is split. The next
+first, so a group it refuses is not compiled. A group that fails has its composition pattern
+recorded in the :class:`~tvm_fusion_ext.partitioners.apollo.FeedbackStore` (a JSON file when
+``feedback_path`` is set) and the partition is regenerated with that pattern refused, so the
+group is split. The next
 run reads the file and never tries the pattern again. Parallel compositions that Cost Model (3)
 rejected are logged in the same file.
 
