@@ -190,10 +190,10 @@ class ProfitabilityCheck:
         The epilogue is what the group reaches from the contraction's output through element-wise
         and broadcast ops that read nothing else of the group (:func:`_anchor_with_epilogue`), the
         contraction's output read by the group alone: what ``FuseOps`` forms and the default
-        schedule applies in the micro-kernel's write-back. A group built around another anchor (APOLLO's rules 4 and 5 take element-wise
-        ops into a reduction before rule 6 gives them to the conv: an MBConv block's bias and SiLU
-        go with the squeeze-excite mean) leaves the contraction to write its raw output and reads
-        it back. ``None`` when the group holds no such epilogue, or nothing is left beside it."""
+        schedule applies in the micro-kernel's write-back. A group built around another anchor
+        (APOLLO's rules 4 and 5 take element-wise ops into a reduction before rule 6 gives them to
+        the conv: an MBConv block's bias and SiLU go with the squeeze-excite mean) leaves the
+        contraction to write its raw output and reads it back. ``None`` when the group holds no such epilogue, or nothing is left beside it."""
         members = frozenset(group)
         for contraction in sorted({p for m in members for p in graph.nodes[m].inputs} - members):
             node = graph.nodes[contraction]
@@ -263,8 +263,6 @@ def _anchor_with_epilogue(graph: DataflowGraph, members: frozenset) -> bool:
 def _elements(node) -> int:
     """Output elements of a node (all its outputs); 0 when its shapes are unknown."""
     return sum(math.prod(shape) for shape in node.shapes)
-
-
 
 
 def profitability_for(target: tvm.target.Target | None, enabled: bool = True,

@@ -187,7 +187,13 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
     uses = {p: [bool(_dims_using(read, info.loop_iters[p].var)) for read in operands]
             for p in info.spatial_positions}  # spatial loop -> which operands it walks
     reduction = math.prod(info.extents[p] for p in info.reduce_positions)
+    # Maps of one image (one iteration of the outermost spatial loop, the batch) that do not fit
+    # the cores' fast memories are streamed from the next level, which the register tile's reuse
+    # in registers and L1 does not speed up (MobileNetV2's 56 x 56 x 144 depthwise conv: 1.2x
+    # slower in the model; its 14 x 14 ones 1.4x faster, and 1.9x at batch 8 in EfficientNet-B0):
+    # a depthwise conv on such maps gets no register loop.
     one_image = [1 if p == info.spatial_positions[0] else e for p, e in enumerate(info.extents)]
+    image_fits = _bytes(info, one_image) <= spec.fast_memory_bytes * spec.num_cores
     output = info.block.writes[0]
     headroom = WINDOW_HEADROOM if has_window(info) else 0
     for v in info.spatial_positions:
@@ -201,12 +207,7 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
         # the weight does not use): that operand's vectors are loaded once per step and reused by
         # every row, the others loaded per row.
         every_streamed = len(streamed) == len(operands)
-        # Maps of one image (one iteration of the outermost spatial loop, the batch) that do not
-        # fit the cores' fast memories are streamed from the next level, which the register
-        # tile's reuse in registers and L1 does not speed up (MobileNetV2's 56 x 56 x 144
-        # depthwise conv: 1.2x slower in the model; its 14 x 14 ones 1.4x faster, and 1.9x at
-        # batch 8 in EfficientNet-B0): such a depthwise conv gets no register loop.
-        reusing = not every_streamed or _bytes(info, one_image) <= spec.fast_memory_bytes * spec.num_cores
+        reusing = not every_streamed or image_fits
         kinds = [_walk(operands[i], var) for i in streamed]
         out_kind = _walk(output, var)
         if None in kinds or out_kind is None:
