@@ -1,12 +1,13 @@
 #!/usr/bin/env python
-"""Every strategy against ``stock`` on five ONNX architectures that are not in the zoo (nobody
+"""Every strategy against ``stock`` on six ONNX architectures that are not in the zoo (nobody
 tuned a rule or a schedule for them): a ResNeXt block with grouped convs, a transformer decoder
 layer with cross-attention, a temporal convolution network, a two-layer LSTM unrolled over time,
-and a feature-pyramid neck. Random weights; each is exported to ONNX and imported from the file,
+a feature-pyramid neck, and ConvNeXt / MobileNetV3-style depthwise blocks. Random weights; each is exported to ONNX and imported from the file,
 as a user's model would be.
 
     .venv/bin/python scripts/bench_outside_zoo.py                       # every strategy, 3 rounds
     .venv/bin/python scripts/bench_outside_zoo.py --fusion stock,apollo --markdown /tmp/t.md
+    .venv/bin/python scripts/bench_outside_zoo.py --models depthwise_blocks
 
 Prints one ``compare`` table per model and, last, each model's worst strategy / stock ratio
 (latency of stock over the strategy's: below 1 is slower than stock; ``none`` is not a strategy and
@@ -96,8 +97,49 @@ class PyramidNeck(nn.Module):
         return tuple(s(p) for s, p in zip(self.smooth, (p3, p4, p5)))
 
 
+class DepthwiseBlocks(nn.Module):
+    """Two ConvNeXt blocks (7x7 depthwise, BatchNorm, 1x1 MLP with GELU, residual) at 28 x 28 x 96,
+    then two MobileNetV3-style blocks (1x1 expansion to 480, 5x5 depthwise, hardswish, 1x1
+    projection) and a ConvNeXt block at 14 x 14 x 192."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 96, 4, stride=4)
+        self.stage1 = nn.Sequential(_ConvNeXtBlock(96), _ConvNeXtBlock(96))
+        self.down = nn.Conv2d(96, 192, 2, stride=2)
+        self.stage2 = nn.Sequential(_InvertedBlock(192, 480), _InvertedBlock(192, 480), _ConvNeXtBlock(192))
+
+    def forward(self, x):
+        return self.stage2(self.down(self.stage1(self.stem(x)))).mean((2, 3))
+
+
+class _ConvNeXtBlock(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(channels, channels, 7, padding=3, groups=channels),
+                                  nn.BatchNorm2d(channels), nn.Conv2d(channels, 4 * channels, 1), nn.GELU(),
+                                  nn.Conv2d(4 * channels, channels, 1))
+        with torch.no_grad():  # statistics that do not fold to the identity
+            self.body[1].running_mean.uniform_(-0.1, 0.1)
+            self.body[1].running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
+class _InvertedBlock(nn.Module):
+    def __init__(self, channels, expanded):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(channels, expanded, 1), nn.Hardswish(),
+                                  nn.Conv2d(expanded, expanded, 5, padding=2, groups=expanded), nn.Hardswish(),
+                                  nn.Conv2d(expanded, channels, 1))
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
 def architectures():
-    """``(name, module, example inputs)`` of the five models."""
+    """``(name, module, example inputs)`` of the six models."""
     return [
         ("resnext_block", ResNeXtBlock(), (torch.randn(1, 128, 28, 28),)),
         ("decoder_cross_attention", DecoderLayer(), (torch.randn(1, 32, 256), torch.randn(1, 49, 256))),
@@ -105,6 +147,7 @@ def architectures():
         ("lstm_unrolled", UnrolledLSTM(), (torch.randn(4, 16, 64),)),
         ("pyramid_neck", PyramidNeck(), (torch.randn(1, 64, 56, 56), torch.randn(1, 128, 28, 28),
                                          torch.randn(1, 256, 14, 14))),
+        ("depthwise_blocks", DepthwiseBlocks(), (torch.randn(1, 3, 112, 112),)),
     ]
 
 
@@ -126,6 +169,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--markdown", help="write the worst-ratio table here")
+    parser.add_argument("--models", help="comma-separated names of the models to run (default: all)")
     args = parser.parse_args(argv)
     configure_threads(args.threads)
     torch.manual_seed(0)
@@ -135,6 +179,8 @@ def main(argv=None) -> int:
     worst = []
     with tempfile.TemporaryDirectory() as folder:
         for name, module, inputs in architectures():
+            if args.models and name not in args.models.split(","):
+                continue
             report = compare(load_workload(export(name, module, inputs, folder)), fusions, "llvm", "untuned",
                              threads=args.threads, rounds=args.rounds)
             print(f"\n{name}\n{report.table()}", flush=True)
