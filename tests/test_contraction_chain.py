@@ -26,6 +26,7 @@ from tvm_fusion_ext.testing.chains import (
     dw_pw_module,
     fusion_passes,
     mlp_module,
+    pw_dw_module,
 )
 from tvm_fusion_ext.tir_passes import ContractionChain, DefaultSchedule
 from tvm_fusion_ext.tir_passes.analysis import block_names, lowered_allocations
@@ -87,9 +88,33 @@ def test_nhwc_dw_pw_intermediate_is_a_block_of_image_rows():
     assert any(len(shape) == 4 and shape[1] < 16 and shape[3] == 32 for shape, _ in allocations.values()), allocations
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_pw_dw_expansion_is_a_block_of_image_rows_with_its_halo(stride, layout):
+    """1x1 expansion (16 -> 64 channels, 28 x 28) -> padded 3x3 depthwise conv: the expanded map
+    exists only as a block of it - in NHWC the rows one block of depthwise output rows reads (its
+    halo included); in NCHW a block of channels, the anchor's outermost axis - and the expansion is
+    register-tiled inside the block."""
+    func = _chain_schedule(pw_dw_module(16, 28, 64, stride=stride, layout=layout))
+    packed_weights = _packed_weights(func)
+    allocations = {name: a for name, a in lowered_allocations(func).items() if name not in packed_weights}
+    assert allocations and all(scope == "local" for _, scope in allocations.values()), allocations
+    assert all(np.prod(shape) < 64 * 28 * 28 for shape, _ in allocations.values()), allocations
+    if layout == "NHWC":
+        expanded = [shape for shape, _ in allocations.values() if shape[-1] == 64]
+        assert expanded and all(shape[1] < 28 for shape in expanded), allocations
+    tiled = [nest for nest in kernel_features(func, SPEC) if any(kind == "tiled" for kind, _ in nest.ops)]
+    assert tiled, "no register-tiled contraction in the chain kernel"
+
+
 @pytest.mark.parametrize("mod", [mlp_module(64, 32), dw_pw_module(32, 16, 24), dw_pw_module(32, 7, 32),
-                                 dw_pw_module(32, 16, 24, layout="NHWC"), dw_pw_module(32, 7, 32, layout="NHWC")],
-                         ids=["mlp", "dw_pw", "dw_pw_7x7_residual", "dw_pw_nhwc", "dw_pw_7x7_residual_nhwc"])
+                                 dw_pw_module(32, 16, 24, layout="NHWC"), dw_pw_module(32, 7, 32, layout="NHWC"),
+                                 pw_dw_module(16, 28, 64), pw_dw_module(16, 28, 64, stride=2),
+                                 pw_dw_module(16, 28, 64, layout="NHWC"),
+                                 pw_dw_module(16, 28, 64, stride=2, layout="NHWC"),
+                                 pw_dw_module(8, 15, 48, stride=2, layout="NHWC")],
+                         ids=["mlp", "dw_pw", "dw_pw_7x7_residual", "dw_pw_nhwc", "dw_pw_7x7_residual_nhwc",
+                              "pw_dw", "pw_dw_stride2", "pw_dw_nhwc", "pw_dw_stride2_nhwc", "pw_dw_odd_nhwc"])
 def test_chain_kernels_compute_what_the_unfused_module_computes(mod):
     stats = DefaultSchedule(TARGET, SPEC)
     stats(tvm.IRModule({"main": chain_kernel(mod, TARGET)}))
@@ -167,3 +192,12 @@ def test_the_cost_model_reads_a_chain_kernel_as_two_register_tiles():
         >= 2 * 32 * 16 * 16 * (9 + 24)
     parts_s = sum(model.seconds(f) for _, f in parts.functions_items() if isinstance(f, tirx.PrimFunc))
     assert 0.5 * parts_s < model.seconds(kernel) < 1.05 * parts_s
+
+
+def test_the_cost_model_reads_a_chain_kernel_as_phases():
+    """Every core computes its block's producer rows, then the anchor's tile: the two phases are
+    two ``max(compute, memory)`` terms of the prediction, each with its own register tile."""
+    kernel = chain_kernel(pw_dw_module(16, 28, 64, layout="NHWC"), TARGET)
+    nests = kernel_features(scheduled(kernel, TARGET), SPEC)
+    tiled = [nest for nest in nests if any(kind == "tiled" for kind, _ in nest.ops)]
+    assert len(tiled) == 2, [nest.ops for nest in nests]

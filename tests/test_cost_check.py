@@ -244,6 +244,35 @@ def test_a_tile_with_too_few_accumulators_counts_its_fma_latency():
 
 
 @T.prim_func(s_tir=True)
+def _depthwise_tile(a: T.Buffer((66, 16), "float32"), w: T.Buffer((3, 16), "float32"),
+                    c: T.Buffer((64, 16), "float32")):
+    # a 3-tap depthwise filter: four unrolled rows of 16 lanes, each reading its own input vector
+    for i0, k in T.grid(16, 3):
+        for i1 in T.unroll(4):
+            for j in T.vectorized(16):
+                with T.sblock("update"):
+                    vi = T.axis.spatial(64, i0 * 4 + i1)
+                    vj, vk = T.axis.remap("SR", [j, k])
+                    with T.init():
+                        c[vi, vj] = T.float32(0)
+                    c[vi, vj] = c[vi, vj] + a[vi + vk, vj] * w[vk, vj]
+
+
+def test_a_tile_reading_an_operand_per_accumulator_counts_a_load_per_fma():
+    """A matmul tile broadcasts a row of ``a`` and reuses a vector of ``b`` across rows; a
+    depthwise tile reads its input at another address for every accumulator, so each FMA waits
+    on its own load and the tile issues one FMA per cycle (``fma_units`` times the cost)."""
+    avx512 = CPUSpec("avx512", num_cores=2, vector_bytes=64, fast_memory_bytes=1024 * 1024, vector_registers=32)
+
+    def tiled(func, spec):
+        return sum(n.ops.get(("tiled", False), 0.0) for n in kernel_features(func, spec))
+
+    latency = avx512.fma_units * avx512.fma_latency / 4  # four accumulators of the eight needed
+    assert tiled(_four_row_tile, avx512) == latency * tiled(_four_row_tile, None)
+    assert tiled(_depthwise_tile, avx512) == latency * avx512.fma_units * tiled(_depthwise_tile, None)
+
+
+@T.prim_func(s_tir=True)
 def _relu_4_wide(a: T.Buffer((64, 4), "float32"), b: T.Buffer((64, 4), "float32")):
     for i in range(64):
         for j in T.vectorized(4):

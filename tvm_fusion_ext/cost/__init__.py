@@ -8,6 +8,7 @@
   backend's rule chain schedules it;
 * :mod:`.group_kernel` - the kernel a group of the dataflow graph becomes;
 * :mod:`.attention_groups` - the groups whose kernel is exactly attention;
+* :mod:`.chain_groups` - the groups whose kernel is a chain of two contractions in one loop nest;
 * :mod:`.profitability` - :class:`ProfitabilityCheck`, a group's kernel against its parts.
 """
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 
 from ..hardware.spec import HardwareSpec
@@ -80,13 +81,42 @@ def kernel_features(func: tirx.PrimFunc, spec: HardwareSpec | None = None) -> li
     nests = body.seq if isinstance(body, tirx.SeqStmt) else [body]
     out = []
     for stmt in nests:
-        nest = NestFeatures()
-        touched: dict[int, int] = {}
-        _walk(stmt, 1.0, False, False, nest, touched, memory, (), spec)
-        nest.bytes = sum(touched.values())
-        if nest.ops or nest.bytes:
-            out.append(nest)
+        for phase, trips, parallel, loops in _phases(stmt):
+            nest = NestFeatures()
+            touched: dict[int, int] = {}
+            _walk(phase, trips, False, parallel, nest, touched, memory, loops, spec)
+            nest.bytes = sum(touched.values())
+            if nest.ops or nest.bytes:
+                out.append(nest)
     return out
+
+
+def _phases(stmt) -> list[tuple]:
+    """``(statement, trips, parallel, loops)`` of each phase of a loop nest: the statements in
+    sequence under its outer loops when two of them hold reductions (a chain kernel's block loop
+    computes the producer's rows, then the anchor's tile: GraphTurbo section 4.1 loop fusion along
+    a chain), or the nest itself. Every core runs the phases of its block one after the other, so
+    a memory-bound phase (a depthwise conv streaming its input) and a compute-bound one (the 1x1
+    conv after it) do not overlap: each is its own ``max(compute, memory)`` term."""
+    trips, parallel, loops = 1.0, False, ()
+    while isinstance(stmt, tirx.For) and not isinstance(stmt.body, (s_tir.SBlockRealize, tirx.BufferStore)):
+        if stmt.kind == tirx.ForKind.VECTORIZED:
+            break
+        trips *= stmt.extent.value if isinstance(stmt.extent, tvm.tirx.IntImm) else 1
+        parallel = parallel or stmt.kind == tirx.ForKind.PARALLEL
+        loops = (*loops, stmt)
+        stmt = stmt.body
+    if isinstance(stmt, tirx.SeqStmt) and sum(map(_reduces, stmt.seq)) >= 2:
+        return [(child, trips, parallel, loops) for child in stmt.seq]
+    return [(stmt, trips, parallel, loops)]
+
+
+def _reduces(stmt) -> bool:
+    """Whether a block under ``stmt`` is a reduction."""
+    found = []
+    tvm_ffi.structural_walk(stmt, [(s_tir.SBlock, lambda block: found.append(
+        any(iv.iter_type == REDUCE for iv in block.iter_vars)))])
+    return any(found)
 
 
 def _walk(stmt, trips: float, vectorized: bool, parallel: bool, nest: NestFeatures,
@@ -137,6 +167,8 @@ def _block(realize: s_tir.SBlockRealize, trips: float, vectorized: bool, paralle
             if kind == "tiled":
                 needed = spec.fma_units * spec.fma_latency
                 ops *= max(1.0, needed / accumulator_vectors(realize, loops, lanes))
+                if streams_every_accumulator(realize, loops):
+                    ops *= spec.fma_units
         nest.add(kind, parallel, ops)
         return
     _walk(block.body, trips, vectorized, parallel, nest, touched, memory, loops, spec)
@@ -188,6 +220,33 @@ def accumulator_vectors(realize: s_tir.SBlockRealize, loops: tuple, lanes: int) 
             break
         count *= -(-extent // lanes) if loop.kind == tirx.ForKind.VECTORIZED else extent
     return count
+
+
+def streams_every_accumulator(realize: s_tir.SBlockRealize, loops: tuple) -> bool:
+    """Whether an operand of the reduction ``realize`` is read at another address for every
+    accumulator of its register tile (it varies along every loop of the tile: a depthwise conv's
+    input, where nothing is broadcast): each FMA then waits on a load of its own, and the tile
+    issues one FMA per cycle, not ``fma_units``."""
+    reduce_values = _reduce_values(realize)
+    tile_vars = []
+    for loop in reversed(loops):
+        extent = loop.extent.value if isinstance(loop.extent, tvm.tirx.IntImm) else 1
+        if any(uses_any(value, [loop.loop_var]) for value in reduce_values):
+            break
+        if extent > 1:
+            tile_vars.append(loop.loop_var)
+    if len(tile_vars) < 2:
+        return False
+    block = realize.block
+    bound_by = [[iv.var for iv, value in zip(block.iter_vars, realize.iter_values) if uses_any(value, [var])]
+                for var in tile_vars]  # the block variables each tile loop drives
+    out = block.writes[0].source
+    for read in block.reads:
+        if read.source.same_as(out):
+            continue
+        if all(any(uses_any(rg.min, iter_vars) for rg in read.region) for iter_vars in bound_by):
+            return True
+    return False
 
 
 def _reduce_values(realize: s_tir.SBlockRealize) -> list:

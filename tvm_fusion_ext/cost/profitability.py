@@ -15,7 +15,9 @@ On a CPU target the kernels are predicted under the default schedule with
 backend's rule chain with :class:`~.gpu_model.GPUKernelModel` (which rule takes the kernel, and
 what that rule's schedule is worth on the GPU). On both, merges around the groups the target's
 attention rule takes whole (:mod:`.attention_groups`) are judged as :meth:`ProfitabilityCheck.verdict`
-says. The DSA has its own judge, its simulator, and gets no check (:func:`profitability_for`).
+says; :meth:`ProfitabilityCheck.takes_whole` also names the contraction chains the CPU schedule
+takes as one loop nest (:mod:`.chain_groups`). The DSA has its own judge, its simulator, and gets
+no check (:func:`profitability_for`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..analysis.graph import DataflowGraph, NodeKind, OpPattern
 from ..hardware.device_costs import cache_dir, host_key
 from .attention_groups import attention_groups
 from .calibration import load_or_calibrate
+from .chain_groups import is_chain_group
 from .gpu_model import GPUKernelModel
 from .group_kernel import fused_kernel, group_signature
 from .model import KernelCostModel, Rates, store_name
@@ -219,10 +222,12 @@ class ProfitabilityCheck:
 
     def takes_whole(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
         """Whether merging ``parts`` stays inside a group the target's attention rule takes whole
-        (the group itself included)."""
+        (the group itself included), or makes a chain of two contractions the chain rule takes
+        as one loop nest (:mod:`.chain_groups`)."""
         union = frozenset().union(*map(frozenset, parts))
         return any(union <= group.members
-                   for group in attention_groups(graph, self.target, self.model.remembered))
+                   for group in attention_groups(graph, self.target, self.model.remembered)) \
+            or is_chain_group(graph, union, self.target, self.model.remembered)
 
     def accepts(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
         return self.verdict(graph, parts).profitable

@@ -45,11 +45,14 @@ The recomputation term is where Eq. (4) stops being an optimistic bound: it char
 consumer (``P·V`` reads each softmax output ``head`` times) with recomputing its producer's cone
 for every read, while a schedule rule that takes the whole group as one kernel keeps the
 intermediate in a tile instead (the attention rules, FlashAttention and CPUAttention, keep a
-block of scores). With ``admitted`` (:meth:`~tvm_fusion_ext.cost.ProfitabilityCheck.takes_whole`),
-a pair Eq. (4) refuses whose merge stays inside such a group is admitted with Eq. (4) less that
-term (:meth:`RewardModel.transfer_reward`) and judged like any other by ``predicted_gain``. On a
-GPU the launch term admits the attention chain anyway; on a CPU, where a launch costs little,
-this is what lets the greedy search reach the attention kernel.
+block of scores; the chain rule, ContractionChain, a block of rows and its halo). With
+``admitted`` (:meth:`~tvm_fusion_ext.cost.ProfitabilityCheck.takes_whole`), a pair charged with
+recomputation whose merge stays inside such a group is queued with Eq. (4) less that term
+and judged like any other by ``predicted_gain``: the term
+would refuse it, or queue it behind merges it competes with (a depthwise conv can join the
+expansion before it or the projection after it, not both). On a GPU the launch term admits the
+attention chain anyway; on a CPU, where a launch costs little, this is what lets the greedy
+search reach the attention kernel and the contraction chains.
 """
 
 from __future__ import annotations
@@ -151,11 +154,6 @@ class RewardModel:
 
     def reward(self, graph: DataflowGraph, group_a, group_b) -> float:
         return self.delta(graph, group_a, group_b).reward(self.costs)
-
-    def transfer_reward(self, graph: DataflowGraph, group_a, group_b) -> float:
-        """Eq. (4) without the recomputation term: the transfers and the launch the merge saves."""
-        delta = self.delta(graph, group_a, group_b)
-        return FusionDelta(delta.bytes, 0.0, delta.kernels).reward(self.costs)
 
     def profitable(self, graph: DataflowGraph, group_a, group_b) -> bool:
         """The filter other partitioners can apply: is Eq. (4) positive for this merge?"""
@@ -278,10 +276,11 @@ class GreedyRewardPartitioner:
         def push(ga, gb):
             if len(members[ga]) + len(members[gb]) > self.max_group_size:
                 return
-            r = self.model.reward(graph, members[ga], members[gb])
-            if r <= MIN_REWARD and self.admitted is not None and self.admitted(
+            delta = self.model.delta(graph, members[ga], members[gb])
+            r = delta.reward(self.model.costs)
+            if delta.flops < 0 and self.admitted is not None and self.admitted(
                     graph, [frozenset(members[ga]), frozenset(members[gb])]):
-                r = self.model.transfer_reward(graph, members[ga], members[gb])
+                r = FusionDelta(delta.bytes, 0.0, delta.kernels).reward(self.model.costs)
             if r > MIN_REWARD:
                 key = (min(ga, gb), max(ga, gb))
                 heapq.heappush(heap, (-r, key, version[ga], version[gb], ga, gb,

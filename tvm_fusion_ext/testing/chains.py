@@ -4,6 +4,8 @@
   (down-projection) + bias + residual (BERT, ViT);
 * :func:`dw_pw_module` - an inverted-residual tail: 3x3 depthwise conv + bias + ReLU6, 1x1
   projection conv + bias (+ residual when the channel counts agree) (MobileNetV2, EfficientNet);
+* :func:`pw_dw_module` - an inverted-residual head: 1x1 expansion conv + bias + ReLU6, 3x3
+  depthwise conv (stride 1 or 2, zero padding) + bias + ReLU6;
 * :func:`chain_pipeline` - the package's pipeline with the whole ``main`` as one group (the chain
   kernel) or with TVM's ``FuseOps`` groups (each contraction with its epilogue: the parts);
   :func:`chain_kernel` - that one group's kernel, unscheduled.
@@ -48,19 +50,7 @@ def dw_pw_module(channels: int, image: int, out_channels: int, seed: int = 0, la
     for ``x`` of ``1 x channels x image x image`` (``layout`` NCHW, OIHW weights) or of
     ``1 x image x image x channels`` (NHWC, HWIO weights, as ``ChannelsLast`` leaves a network)."""
     rng = np.random.default_rng(seed)
-    nhwc = layout == "NHWC"
-
-    def per_channel(count):
-        return (1, 1, 1, count) if nhwc else (1, count, 1, 1)
-
-    def conv(data, out, group_in, window, **attrs):
-        shape = (window, window, group_in, out) if nhwc else (out, group_in, window, window)
-        weight = _const(rng, shape, (group_in * window * window) ** -0.5 if window == 1 else 1 / 3)
-        return relax.op.nn.conv2d(data, weight, data_layout=layout, kernel_layout="HWIO" if nhwc else "OIHW",
-                                  **attrs)
-
-    x = relax.Var("x", relax.TensorType((1, image, image, channels) if nhwc else (1, channels, image, image),
-                                        "float32"))
+    conv, per_channel, x = _conv_builder(rng, layout, channels, image)
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
@@ -74,6 +64,44 @@ def dw_pw_module(channels: int, image: int, out_channels: int, seed: int = 0, la
             out = bb.emit_output(out)
         bb.emit_func_output(out)
     return bb.get()
+
+
+def pw_dw_module(channels: int, image: int, expanded: int, stride: int = 1, seed: int = 0,
+                 layout: str = "NCHW") -> tvm.IRModule:
+    """``relu6(dwconv3x3(relu6(conv1x1(x) + b1), stride) + b2)`` for ``x`` of ``1 x channels x
+    image x image`` expanded to ``expanded`` channels (``layout`` as for :func:`dw_pw_module`)."""
+    rng = np.random.default_rng(seed)
+    conv, per_channel, x = _conv_builder(rng, layout, channels, image)
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            pw = bb.emit(conv(x, expanded, channels, 1))
+            pw = bb.emit(relax.op.add(pw, _const(rng, per_channel(expanded))))
+            act = bb.emit(relax.op.clip(pw, 0.0, 6.0))
+            dw = bb.emit(conv(act, expanded, 1, 3, padding=1, groups=expanded, strides=stride))
+            dw = bb.emit(relax.op.add(dw, _const(rng, per_channel(expanded))))
+            out = bb.emit_output(relax.op.clip(dw, 0.0, 6.0))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _conv_builder(rng, layout: str, channels: int, image: int):
+    """``(conv, per_channel, x)``: a conv2d emitter with random constant weights in ``layout``
+    (OIHW or HWIO), the shape of a per-channel constant, and the input variable."""
+    nhwc = layout == "NHWC"
+
+    def per_channel(count):
+        return (1, 1, 1, count) if nhwc else (1, count, 1, 1)
+
+    def conv(data, out, group_in, window, **attrs):
+        shape = (window, window, group_in, out) if nhwc else (out, group_in, window, window)
+        weight = _const(rng, shape, (group_in * window * window) ** -0.5 if window == 1 else 1 / 3)
+        return relax.op.nn.conv2d(data, weight, data_layout=layout, kernel_layout="HWIO" if nhwc else "OIHW",
+                                  **attrs)
+
+    x = relax.Var("x", relax.TensorType((1, image, image, channels) if nhwc else (1, channels, image, image),
+                                        "float32"))
+    return conv, per_channel, x
 
 
 def _one_group(graph):

@@ -4,10 +4,11 @@ APOLLO section 4.2).
 :class:`~.loop_fusion.AnchorLoopFusion` register-tiles one anchor per kernel and leaves any other
 contraction a whole-tensor loop nest. A group whose anchor (its last contraction) reads, through
 element-wise ops only, the output of another contraction - the MLP of a transformer (matmul, bias,
-GELU, matmul) or the tail of an inverted residual (3x3 depthwise conv, bias, ReLU6, 1x1 conv) -
-can instead be fused along the chain, as GraphTurbo section 4.1 fuses the loops of consecutive
-layers ("Loop Fusion within Layers" and across them, Fig. 11) and APOLLO section 4.2 stitches a
-producer into its consumer's tile:
+GELU, matmul) or the tail of an inverted residual (3x3 depthwise conv, bias, ReLU6, 1x1 conv) - or
+reads it through the zero padding of a conv - the head of an inverted residual (1x1 expansion conv,
+bias, ReLU6, padded 3x3 depthwise conv) - can instead be fused along the chain, as GraphTurbo
+section 4.1 fuses the loops of consecutive layers ("Loop Fusion within Layers" and across them,
+Fig. 11) and APOLLO section 4.2 stitches a producer into its consumer's tile:
 
 1. the element-wise blocks between the two contractions are inlined into the last of them (the
    *epilogue*, which writes the intermediate the anchor reads); the rest is inlined as
@@ -26,18 +27,23 @@ producer into its consumer's tile:
    (``CompactBufferAllocation``) shrinks; the producer then gets its own register tile inside the
    block (a depthwise conv: vectors along the output row, the 3x3 window unrolled), or, without
    one, its output row (or, NHWC, a block of channels) innermost and vectorised, and the
-   epilogue runs per producer tile;
+   epilogue runs per producer tile. Through a padding, the block reads ``(rows - 1) * stride +
+   window`` rows of the intermediate (its halo, recomputed by the neighbouring block), clipped
+   at the image's edges; the padding block is computed at the block loop and the producer a row
+   at a time under the padding's row loop, so every producer region is one row and the padded
+   tile compacts to the block's rows (a region clipped at both edges would not);
 4. the block loop is parallel.
 
 Weights stay layout-free and are packed once, at compile time, as the single-anchor schedule packs
 them (:func:`.loop_fusion.pack_contraction`, before anything moves).
 
 The rule passes over functions with fewer than two contractions (no remark) and declines, with a
-``reason``, three or more contractions and a chain it cannot block: the intermediate reached through a non-element-wise op (a
-transpose, a padding), read elsewhere too, no anchor axis indexing it, no block fitting the fast
-memory, or weights too large to be read again by every block (when the blocks would read more
-weight bytes again than the intermediate they keep on chip, and the weights do not fit the fast
-memory). :class:`.loop_fusion.AnchorLoopFusion` then takes the function.
+``reason``, three or more contractions and a chain it cannot block: the intermediate reached
+through an op that is neither element-wise nor a padding (a transpose), read elsewhere too, no
+anchor axis indexing it, no block fitting the fast memory, or weights too large to be read again by
+every block (when the blocks would read more weight bytes again than the intermediate they keep on
+chip, and the weights do not fit the fast memory). :class:`.loop_fusion.AnchorLoopFusion` then
+takes the function.
 """
 
 from __future__ import annotations
@@ -46,12 +52,13 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 
-import tvm_ffi
-from tvm import s_tir
+import tvm
+from tvm import s_tir, tirx
 
 from ..hardware import HardwareSpec
 from .analysis import (
     BALANCED_TILES,
+    REDUCE,
     BlockInfo,
     analyze_blocks,
     divisors,
@@ -81,13 +88,23 @@ from .vectorize import vectorize_loop
 @dataclass
 class _Chain:
     """Names of the producer, its epilogue blocks (the last one writes what the anchor reads)
-    and the anchor, with the anchor's block axis and the producer's loop position for it."""
+    and the anchor, with the anchor's block axis and the producer's loop position for it; the
+    anchor reads the intermediate along that axis at ``stride`` times its index plus a window
+    of ``window`` rows (1 and 1: row for row); ``padded``: an epilogue block reads the chain's
+    values shifted (a conv's zero padding)."""
 
     producer: str
     epilogue: list[str]
     anchor: str
     anchor_axis: int
     producer_axis: int
+    stride: int = 1
+    window: int = 1
+    padded: bool = False
+
+    def producer_rows(self, rows: int) -> int:
+        """Producer rows a block of ``rows`` anchor rows reads (a conv's halo included)."""
+        return (rows - 1) * self.stride + self.window
 
 
 class ContractionChain(SpecScheduleRule):
@@ -120,13 +137,19 @@ class ContractionChain(SpecScheduleRule):
         anchor, producer = by_name[chain.anchor], by_name[chain.producer]
         lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
         weights = layout_free_buffers(sch.mod["main"])
-        block = _choose_block(producer, chain.producer_axis, anchor, chain.anchor_axis, spec, lanes, weights)
+        block = _choose_block(producer, anchor, chain, spec, lanes, weights)
         if isinstance(block, str):
             return self.decline(block)
         rows, anchor_plan = block
-        producer_in_block = _restricted(producer, chain.producer_axis, rows)
+        # A padded intermediate is computed a row at a time under the padding's row loop: over
+        # the block's rows (halo included) the producer would be clipped at the image's edges,
+        # and a predicated region keeps lowering from shrinking the buffer to the tile.
+        producer_rows = 1 if chain.padded else chain.producer_rows(rows)
+        producer_in_block = _restricted(producer, chain.producer_axis, producer_rows)
         producer_plan = plan_register_tile(producer_in_block, spec, prepacked=weights) or narrower_register_tile(
             producer_in_block, spec, lanes, weights)
+        if producer_plan is not None:  # the block's rows in one tile: each row's region stays affine
+            producer_plan = replace(producer_plan, tile={**producer_plan.tile, chain.producer_axis: producer_rows})
 
         anchor_packed = pack_contraction(sch, anchor, anchor_plan)
         producer_packed = pack_contraction(sch, producer_in_block, producer_plan) if producer_plan else None
@@ -136,22 +159,29 @@ class ContractionChain(SpecScheduleRule):
         for name in consumers:
             reverse_compute_at_covering(sch, name, loops.tile)
         moved = [name for name in names if name in _upstream_names(infos, producer)] + [chain.producer]
+        at, depth = loops.block, 1
+        if epilogue:
+            if not try_primitive(sch.compute_at, sch.get_sblock(epilogue), loops.block, preserve_unit_loops=True):
+                return self.decline(f"{epilogue} cannot be computed inside the anchor's block loop")
+            if chain.padded:
+                depth = 2 + chain.producer_axis
+                at = sch.get_loops(sch.get_sblock(epilogue))[depth - 1]
+        for name in reversed(moved):
+            if not try_primitive(sch.compute_at, sch.get_sblock(name), at, preserve_unit_loops=True) \
+                    and name == chain.producer:
+                return self.decline(f"{name} cannot be computed inside the anchor's block loop")
         if epilogue:
             moved.append(epilogue)
-        for name in reversed(moved):
-            if not try_primitive(sch.compute_at, sch.get_sblock(name), loops.block, preserve_unit_loops=True) \
-                    and name in (chain.producer, epilogue):
-                return self.decline(f"{name} cannot be computed inside the anchor's block loop")
-        if not _one_loop_per_variable(sch, chain.producer, producer_in_block):
+        if not _one_loop_per_variable(sch, chain.producer, producer_in_block, depth):
             return self.decline("inside the block, the producer's region is not its rows of the block")
         if producer_plan is not None:
             producer_loops = split_contraction(sch, producer_in_block, producer_plan, lanes,
-                                               producer_packed, depth=1)
-            if epilogue:
+                                               producer_packed, depth=depth)
+            if epilogue and not chain.padded:
                 reverse_compute_at_covering(sch, epilogue, producer_loops.tile)
         else:
-            producer_reduce = _vectorize_rows(sch, producer_in_block, lanes)
-            if epilogue and producer_reduce is not None:  # on the accumulators, after the window
+            producer_reduce = _vectorize_rows(sch, producer_in_block, lanes, depth)
+            if epilogue and not chain.padded and producer_reduce is not None:  # on the accumulators
                 reverse_compute_at_covering(sch, epilogue, _loop_above(sch, chain.producer, producer_reduce))
         if spec.num_cores > 1:
             sch.parallel(loops.block)
@@ -185,14 +215,14 @@ def _find_chain(sch: s_tir.Schedule, infos: list[BlockInfo]) -> _Chain | str:
         producer, epilogue = found
         reason = _blockable(sch, infos, producer, epilogue, anchor)
         if reason is None:
-            axes = _block_axes(read, producer, anchor)
+            axes = _block_axes(read, producer, epilogue, anchor)
             if axes is None:
                 reasons.append(f"no spatial axis of {anchor.name} indexes the intermediate it reads "
                                f"from {producer.name}")
                 continue
             order = [info.name for info in infos]
             return _Chain(producer.name, sorted((e.name for e in epilogue), key=order.index),
-                          anchor.name, *axes)
+                          anchor.name, *axes, padded=_shifted(producer, epilogue))
         reasons.append(reason)
     if not reasons:
         return f"{anchor.name} reads no other contraction's output"
@@ -222,7 +252,8 @@ def _blockable(sch: s_tir.Schedule, infos: list[BlockInfo], producer: BlockInfo,
                epilogue: list[BlockInfo], anchor: BlockInfo) -> str | None:
     """Why the intermediate from ``producer`` through ``epilogue`` cannot be blocked along the
     anchor's rows, or ``None``: every epilogue block is element-wise in the chain's values (reads
-    them at its own output index), and nothing but the chain and the anchor reads them."""
+    them at its own output index, or shifted by constants: the zero padding of a conv), and
+    nothing but the chain and the anchor reads them."""
     chain = [producer, *epilogue]
     chain_buffers = [info.block.writes[0].source for info in chain]
     for info in epilogue:
@@ -232,10 +263,7 @@ def _blockable(sch: s_tir.Schedule, infos: list[BlockInfo], producer: BlockInfo,
         for read in info.block.reads:
             if not any(read.source.same_as(b) for b in chain_buffers):
                 continue
-            same = len(read.region) == len(write) and all(
-                tvm_ffi.structural_equal(rg.min, w) and is_const_one(rg.extent)
-                for rg, w in zip(read.region, write))
-            if not same:
+            if _shifts(read.region, write) is None:
                 return (f"{info.name} reads {read.source.name} in another layout than it writes "
                         f"(not element-wise): {producer.name}'s output cannot be blocked by rows")
     members = {info.name for info in chain} | {anchor.name}
@@ -247,22 +275,66 @@ def _blockable(sch: s_tir.Schedule, infos: list[BlockInfo], producer: BlockInfo,
     return None
 
 
-def _block_axes(read, producer: BlockInfo, anchor: BlockInfo) -> tuple[int, int] | None:
-    """``(anchor position, producer position)`` of the block axis: the anchor's outermost
-    non-unit spatial loop whose variable alone indexes a dimension of the intermediate, and the
-    producer loop writing that dimension (element-wise epilogues keep dimensions in place)."""
+def _shifts(region, write: list) -> list[int] | None:
+    """Per dimension, the constant that a read at ``region`` is shifted by from the write index
+    ``write`` (one element per dimension), or ``None`` when the read is no such shift."""
+    if len(region) != len(write) or not all(is_const_one(rg.extent) for rg in region):
+        return None
+    shifts = []
+    for rg, index in zip(region, write):
+        delta = tvm.sym.Analyzer().simplify(rg.min - index)
+        if not isinstance(delta, tirx.IntImm):
+            return None
+        shifts.append(int(delta))
+    return shifts
+
+
+def _shifted(producer: BlockInfo, epilogue: list[BlockInfo]) -> bool:
+    """Whether an epilogue block reads a value of the chain shifted from its own index."""
+    chain_buffers = [info.block.writes[0].source for info in [producer, *epilogue]]
+    for info in epilogue:
+        write = [rg.min for rg in info.block.writes[0].region]
+        for read in info.block.reads:
+            if any(read.source.same_as(b) for b in chain_buffers) and any(_shifts(read.region, write) or ()):
+                return True
+    return False
+
+
+def _block_axes(read, producer: BlockInfo, epilogue: list[BlockInfo],
+                anchor: BlockInfo) -> tuple[int, int, int, int] | None:
+    """``(anchor position, producer position, stride, window)`` of the block axis: the anchor's
+    outermost non-unit spatial loop whose variable indexes a dimension of the intermediate as
+    ``stride * var + window offset`` (a conv's rows), and the producer loop writing that
+    dimension (element-wise epilogues and paddings keep dimensions in place)."""
     written = producer.block.writes[0].region
+    reduce_vars = {iv.var: iv.dom for iv in anchor.block.iter_vars if iv.iter_type == REDUCE}
+    analyzer = tvm.sym.Analyzer()
+    for var, dom in reduce_vars.items():
+        analyzer.bind(var, dom)
     for pos in anchor.spatial_positions:
         if anchor.extents[pos] == 1:
             continue
         var = anchor.loop_iters[pos].var
         for dim, rg in enumerate(read.region):
-            if not rg.min.same_as(var) or dim >= len(written):
+            if dim >= len(written):
                 continue
+            coefficients = tvm.sym.detect_linear_equation(rg.min, [var])
+            if len(coefficients) != 2 or not isinstance(coefficients[0], tirx.IntImm) \
+                    or int(coefficients[0]) < 1:
+                continue
+            offset = coefficients[1]
+            if any(uses_any(offset, [v]) for v in (iv.var for iv in anchor.loop_iters)
+                   if v not in reduce_vars):
+                continue
+            bound = analyzer.const_int_bound(offset)
+            window = int(bound.max_value) - int(bound.min_value) + int(rg.extent)
             index = written[dim].min
             for ppos, iv in enumerate(producer.loop_iters):
-                if index.same_as(iv.var) and producer.extents[ppos] == anchor.extents[pos]:
-                    return pos, ppos
+                stride = int(coefficients[0])
+                read_rows = (anchor.extents[pos] - 1) * stride + window
+                if index.same_as(iv.var) and (producer.extents[ppos] == anchor.extents[pos] or (
+                        epilogue and producer.extents[ppos] <= read_rows)):
+                    return pos, ppos, stride, window
     return None
 
 
@@ -310,10 +382,11 @@ def _bytes_using(info: BlockInfo, position: int, extents: list[int], using: bool
                if any(uses_any(rg.min, [var]) for rg in region.region) == using)
 
 
-def _choose_block(producer: BlockInfo, producer_axis: int, anchor: BlockInfo, anchor_axis: int,
-                  spec: HardwareSpec, lanes: int, prepacked: Collection = ()):
+def _choose_block(producer: BlockInfo, anchor: BlockInfo, chain: _Chain, spec: HardwareSpec,
+                  lanes: int, prepacked: Collection = ()):
     """``(rows, anchor register tile inside the block)``, or why no block fits (module docstring);
     ``prepacked`` as for :func:`~.register_tile.plan_register_tile`."""
+    producer_axis, anchor_axis = chain.producer_axis, chain.anchor_axis
     extent = anchor.extents[anchor_axis]
     weights = (_bytes_using(producer, producer_axis, producer.extents, False)
                + _bytes_using(anchor, anchor_axis, anchor.extents, False))
@@ -323,7 +396,8 @@ def _choose_block(producer: BlockInfo, producer_axis: int, anchor: BlockInfo, an
         blocks = extent // rows
         if blocks < spec.num_cores and spec.num_cores > 1:
             continue
-        tile = (_bytes_using(producer, producer_axis, _restricted(producer, producer_axis, rows).extents, True)
+        producer_rows = _restricted(producer, producer_axis, chain.producer_rows(rows))
+        tile = (_bytes_using(producer, producer_axis, producer_rows.extents, True)
                 + _bytes_using(anchor, anchor_axis, _restricted(anchor, anchor_axis, rows).extents, True))
         if tile + spec.panel_bytes() > spec.fast_memory_bytes:
             continue
@@ -349,11 +423,11 @@ def _choose_block(producer: BlockInfo, producer_axis: int, anchor: BlockInfo, an
     return rows, replace(plan, tile={**plan.tile, anchor_axis: rows})
 
 
-def _one_loop_per_variable(sch: s_tir.Schedule, name: str, info: BlockInfo) -> bool:
-    """Whether block ``name`` sits under the block loop and then one loop per block variable
-    with ``info.extents`` (what ``compute_at`` gives a block whose region in the block is its
-    rows of the block and everything else)."""
-    loops = sch.get_loops(sch.get_sblock(name))[1:]
+def _one_loop_per_variable(sch: s_tir.Schedule, name: str, info: BlockInfo, depth: int) -> bool:
+    """Whether block ``name`` sits under ``depth`` loops (the block loop, and the padding's loops
+    down to its row loop) and then one loop per block variable with ``info.extents`` (what
+    ``compute_at`` gives a block whose region there is its rows and everything else)."""
+    loops = sch.get_loops(sch.get_sblock(name))[depth:]
     return len(loops) == len(info.extents) and all(
         int(sch.get(loop).extent) == extent for loop, extent in zip(loops, info.extents))
 
@@ -365,7 +439,7 @@ def _loop_above(sch: s_tir.Schedule, name: str, loop):
     return loops[position - 1]
 
 
-def _vectorize_rows(sch: s_tir.Schedule, info: BlockInfo, lanes: int):
+def _vectorize_rows(sch: s_tir.Schedule, info: BlockInfo, lanes: int, depth: int):
     """A producer without a register tile: an output row no vector divides (7 or 14 columns of
     an NCHW depthwise conv) goes whole below the reduction window, vectorised; a wider axis that
     whole vectors divide (the channels of an NHWC depthwise conv, where every operand is
@@ -375,7 +449,7 @@ def _vectorize_rows(sch: s_tir.Schedule, info: BlockInfo, lanes: int):
     Returns the outermost reduction loop, where the init is to be separated once the block stops
     moving (``None``: nothing to separate)."""
     rv = sch.get_sblock(info.name)
-    loops = sch.get_loops(rv)[1:]  # below the block loop
+    loops = sch.get_loops(rv)[depth:]  # below the block loop (and a padding's row loop)
     vector = info.vector_position()
     reduce = [loops[p] for p in info.reduce_positions]
     if vector is None or not reduce:

@@ -1,0 +1,87 @@
+"""Contraction chains as NeoFlow's greedy search reaches them (``cost/chain_groups.py``).
+
+Eq. (4) charges a 1x1 expansion conv fused into the 3x3 depthwise conv reading it with nine
+recomputations of the expansion; the chain schedule (``tir_passes/contraction_chain.py``)
+computes a block of rows and its halo instead, so with the profitability check the merge is
+queued without that term and decided by the predicted times.
+
+Decisions are taken for a Zen 4 CPU (AVX-512) with the rates ``tvm-fusion calibrate`` measured on
+one, so they do not depend on the machine running the tests (with 8-lane vectors and the suite's
+slower rates, tests/conftest.py, the same chains are predicted slower than their parts: compute
+then outweighs the traffic they save); kernels run compiled for an AVX2 CPU.
+"""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+from tvm_fusion_ext.analysis.graph import OpPattern, build_graphs
+from tvm_fusion_ext.cost import ProfitabilityCheck, Rates
+from tvm_fusion_ext.cost.chain_groups import chain_rule, is_chain_group
+from tvm_fusion_ext.driver.build import max_abs_error, random_inputs
+from tvm_fusion_ext.pipelines import lowering_passes, preprocess_passes, schedule_passes
+from tvm_fusion_ext.relax_passes.neoflow_fusion import NeoFlowFusion
+from tvm_fusion_ext.testing import verify
+from tvm_fusion_ext.testing.chains import dw_pw_module, pw_dw_module
+
+ZEN4 = tvm.target.Target({"kind": "llvm", "mcpu": "znver4"})
+ZEN4_RATES = Rates(launch=2e-7, bandwidth=3.9e10, parallel=1.95, tiled=9.75e10, reduce=2.2e9, vector=8.4e10,
+                   scalar=8.3e10)
+TARGET = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})
+EXPANSION = pw_dw_module(24, 56, 144, layout="NHWC")  # MobileNetV2's second block, first half
+
+
+def _graph(mod):
+    with ZEN4:
+        prepared = tvm.transform.Sequential(preprocess_passes())(mod)
+    (graph,) = build_graphs(prepared, "main")
+    return graph
+
+
+def _contractions(graph):
+    return [node.index for node in graph.nodes if node.pattern is OpPattern.OUT_EWISE_FUSABLE]
+
+
+def test_an_expansion_and_the_depthwise_conv_reading_it_are_one_chain_group():
+    graph = _graph(EXPANSION)
+    everything = [node.index for node in graph.nodes]
+    assert len(_contractions(graph)) == 2
+    assert is_chain_group(graph, everything, ZEN4)
+
+
+def test_one_contraction_with_its_epilogue_is_no_chain_group():
+    graph = _graph(EXPANSION)
+    _, second = sorted(_contractions(graph))
+    assert not is_chain_group(graph, [n for n in range(second)], ZEN4)
+
+
+def test_the_chain_rule_is_for_cpus_only():
+    assert chain_rule(TARGET) is not None
+    assert chain_rule(tvm.target.Target({"kind": "cuda", "arch": "sm_90"})) is None
+    assert chain_rule(tvm.target.Target("dsa/stcp920")) is None
+
+
+@pytest.mark.parametrize("mod", [EXPANSION, pw_dw_module(8, 112, 64, layout="NHWC"),
+                                 dw_pw_module(96, 56, 24, layout="NHWC")],
+                         ids=["pw_dw", "pw_dw_112", "dw_pw"])
+def test_neoflow_fuses_a_chain_only_with_the_check(mod):
+    """Eq. (4) as written refuses the merge for its recomputation; with the check it is one
+    kernel, and that kernel computes what the unfused module computes."""
+    with ZEN4:
+        prepared = tvm.transform.Sequential(preprocess_passes())(mod)
+        paper = NeoFlowFusion(cost_check=False)(prepared)
+        checked = NeoFlowFusion(profitability=ProfitabilityCheck(ZEN4, ZEN4_RATES))(prepared)
+    assert verify.count_kernels(relax.transform.FuseTIR()(paper)) == 2
+    assert verify.count_kernels(relax.transform.FuseTIR()(checked)) == 1
+    inputs = random_inputs(mod["main"], seed=5)
+    assert all(np.abs(x).max() > 0 for x in inputs)
+    expected = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())["main"](
+        *[tvm.runtime.tensor(x) for x in inputs]).numpy()
+    rest = tvm.transform.Sequential([relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
+                                     *schedule_passes(TARGET, "untuned"), *lowering_passes(TARGET)])
+    with TARGET:
+        ex = tvm.compile(checked, TARGET, relax_pipeline=rest)
+    got = relax.VirtualMachine(ex, tvm.cpu())["main"](*[tvm.runtime.tensor(x) for x in inputs]).numpy()
+    assert np.abs(expected).max() > 0
+    assert max_abs_error(got, expected) < 1e-4 * max(1.0, float(np.abs(expected).max()))
