@@ -18,7 +18,7 @@ from tvm import relax
 
 from tvm_fusion_ext.analysis.graph import OpPattern, build_graphs
 from tvm_fusion_ext.cost import ProfitabilityCheck, Rates
-from tvm_fusion_ext.cost.chain_groups import chain_rule, is_chain_group
+from tvm_fusion_ext.cost.chain_groups import is_chain_group, takes_chains
 from tvm_fusion_ext.driver.build import max_abs_error, random_inputs
 from tvm_fusion_ext.pipelines import lowering_passes, preprocess_passes, schedule_passes
 from tvm_fusion_ext.relax_passes.neoflow_fusion import NeoFlowFusion
@@ -56,10 +56,25 @@ def test_one_contraction_with_its_epilogue_is_no_chain_group():
     assert not is_chain_group(graph, [n for n in range(second)], ZEN4)
 
 
-def test_the_chain_rule_is_for_cpus_only():
-    assert chain_rule(TARGET) is not None
-    assert chain_rule(tvm.target.Target({"kind": "cuda", "arch": "sm_90"})) is None
-    assert chain_rule(tvm.target.Target("dsa/stcp920")) is None
+def test_chains_are_for_cpus_only():
+    graph = _graph(EXPANSION)
+    everything = [node.index for node in graph.nodes]
+    assert takes_chains(TARGET)
+    for target in (tvm.target.Target({"kind": "cuda", "arch": "sm_90"}), tvm.target.Target("dsa/stcp920")):
+        assert not takes_chains(target)
+        assert not is_chain_group(graph, everything, target)
+
+
+def test_an_intermediate_read_outside_the_group_is_no_chain():
+    """The expansion's activated output is also a block output (read after the kernel): it must
+    be written whole, so no tile can hold it."""
+    graph = _graph(EXPANSION)
+    first, second = sorted(_contractions(graph))
+    everything = [node.index for node in graph.nodes]
+    for node in graph.nodes[first + 1:second]:
+        node.is_block_output = True
+        assert not is_chain_group(graph, everything, ZEN4)
+        node.is_block_output = False
 
 
 @pytest.mark.parametrize("mod", [EXPANSION, pw_dw_module(8, 112, 64, layout="NHWC"),

@@ -182,6 +182,8 @@ class ProfitabilityCheck:
             return Verdict(None, None, "element-wise and injective ops only")
         if not self.on_gpu and _anchor_with_epilogue(graph, union):
             return Verdict(None, None, "a contraction with its element-wise epilogue")
+        if not self.on_gpu and _chain_with_epilogue(graph, parts, self.target):
+            return Verdict(None, None, "a contraction chain with its element-wise epilogue")
         return Verdict(self.group_seconds(graph, union),
                        sum(self.group_seconds(graph, p) for p in parts))
 
@@ -227,7 +229,7 @@ class ProfitabilityCheck:
         union = frozenset().union(*map(frozenset, parts))
         return any(union <= group.members
                    for group in attention_groups(graph, self.target, self.model.remembered)) \
-            or is_chain_group(graph, union, self.target, self.model.remembered)
+            or is_chain_group(graph, union, self.target)
 
     def accepts(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
         return self.verdict(graph, parts).profitable
@@ -245,6 +247,22 @@ class ProfitabilityCheck:
         if func not in self._hashes:
             self._hashes[func] = tvm_ffi.structural_hash(func)
         return self._hashes[func]
+
+
+def _chain_with_epilogue(graph: DataflowGraph, parts: list[frozenset], target: tvm.target.Target) -> bool:
+    """One of ``parts`` is a contraction chain (:func:`.chain_groups.is_chain_group`) and the others
+    are element-wise and broadcast ops downstream of its last contraction only: its epilogue,
+    which the chain rule applies in the anchor's tile as the default schedule does for one
+    contraction (:func:`_anchor_with_epilogue`)."""
+    union = frozenset().union(*parts)
+    chains = [part for part in parts if is_chain_group(graph, part, target)]
+    if len(chains) != 1 or not is_chain_group(graph, union, target):
+        return False
+    first, second = [m for m in chains[0] if graph.nodes[m].pattern is OpPattern.OUT_EWISE_FUSABLE]
+    last = second if second in graph.reachable_from([first]) else first
+    tail = (graph.reachable_from([last]) & chains[0]) | (union - chains[0])
+    return all(graph.nodes[m].pattern <= OpPattern.BROADCAST for m in union - chains[0]) \
+        and _anchor_with_epilogue(graph, frozenset(tail))
 
 
 def _anchor_with_epilogue(graph: DataflowGraph, members: frozenset) -> bool:
