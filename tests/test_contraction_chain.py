@@ -107,14 +107,29 @@ def test_pw_dw_expansion_is_a_block_of_image_rows_with_its_halo(stride, layout):
     assert tiled, "no register-tiled contraction in the chain kernel"
 
 
+def test_a_batch_whose_image_does_not_fit_is_blocked_by_rows_of_each_image():
+    """Four images of 56 x 56 x 144 expanded channels: one image's map (1.8 MB) is beyond the
+    512 KB fast memory, so the batch runs outside the block loop and each block is some rows of
+    one image; the images and the row blocks share one parallel loop."""
+    func = _chain_schedule(pw_dw_module(24, 56, 144, layout="NHWC", batch=4))
+    packed_weights = _packed_weights(func)
+    allocations = {name: a for name, a in lowered_allocations(func).items() if name not in packed_weights}
+    assert allocations and all(scope == "local" for _, scope in allocations.values()), allocations
+    expanded = [shape for shape, _ in allocations.values() if shape[-1] == 144]
+    assert expanded and all(shape[0] == 1 and shape[1] < 56 for shape in expanded), allocations
+    assert func.script().count("T.parallel") == 1
+
+
 @pytest.mark.parametrize("mod", [mlp_module(64, 32), dw_pw_module(32, 16, 24), dw_pw_module(32, 7, 32),
                                  dw_pw_module(32, 16, 24, layout="NHWC"), dw_pw_module(32, 7, 32, layout="NHWC"),
                                  pw_dw_module(16, 28, 64), pw_dw_module(16, 28, 64, stride=2),
                                  pw_dw_module(16, 28, 64, layout="NHWC"),
                                  pw_dw_module(16, 28, 64, stride=2, layout="NHWC"),
-                                 pw_dw_module(8, 15, 48, stride=2, layout="NHWC")],
+                                 pw_dw_module(8, 15, 48, stride=2, layout="NHWC"),
+                                 pw_dw_module(8, 56, 96, stride=2, layout="NHWC", batch=2)],
                          ids=["mlp", "dw_pw", "dw_pw_7x7_residual", "dw_pw_nhwc", "dw_pw_7x7_residual_nhwc",
-                              "pw_dw", "pw_dw_stride2", "pw_dw_nhwc", "pw_dw_stride2_nhwc", "pw_dw_odd_nhwc"])
+                              "pw_dw", "pw_dw_stride2", "pw_dw_nhwc", "pw_dw_stride2_nhwc", "pw_dw_odd_nhwc",
+                              "pw_dw_batch2_nhwc"])
 def test_chain_kernels_compute_what_the_unfused_module_computes(mod):
     stats = DefaultSchedule(TARGET, SPEC)
     stats(tvm.IRModule({"main": chain_kernel(mod, TARGET)}))

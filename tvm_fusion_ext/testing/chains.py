@@ -67,11 +67,11 @@ def dw_pw_module(channels: int, image: int, out_channels: int, seed: int = 0, la
 
 
 def pw_dw_module(channels: int, image: int, expanded: int, stride: int = 1, seed: int = 0,
-                 layout: str = "NCHW") -> tvm.IRModule:
-    """``relu6(dwconv3x3(relu6(conv1x1(x) + b1), stride) + b2)`` for ``x`` of ``1 x channels x
+                 layout: str = "NCHW", batch: int = 1) -> tvm.IRModule:
+    """``relu6(dwconv3x3(relu6(conv1x1(x) + b1), stride) + b2)`` for ``x`` of ``batch x channels x
     image x image`` expanded to ``expanded`` channels (``layout`` as for :func:`dw_pw_module`)."""
     rng = np.random.default_rng(seed)
-    conv, per_channel, x = _conv_builder(rng, layout, channels, image)
+    conv, per_channel, x = _conv_builder(rng, layout, channels, image, batch)
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
@@ -85,9 +85,10 @@ def pw_dw_module(channels: int, image: int, expanded: int, stride: int = 1, seed
     return bb.get()
 
 
-def _conv_builder(rng, layout: str, channels: int, image: int):
+def _conv_builder(rng, layout: str, channels: int, image: int, batch: int = 1):
     """``(conv, per_channel, x)``: a conv2d emitter with random constant weights in ``layout``
-    (OIHW or HWIO), the shape of a per-channel constant, and the input variable."""
+    (OIHW or HWIO), the shape of a per-channel constant, and the input variable (``batch``
+    images)."""
     nhwc = layout == "NHWC"
 
     def per_channel(count):
@@ -99,7 +100,7 @@ def _conv_builder(rng, layout: str, channels: int, image: int):
         return relax.op.nn.conv2d(data, weight, data_layout=layout, kernel_layout="HWIO" if nhwc else "OIHW",
                                   **attrs)
 
-    x = relax.Var("x", relax.TensorType((1, image, image, channels) if nhwc else (1, channels, image, image),
+    x = relax.Var("x", relax.TensorType((batch, image, image, channels) if nhwc else (batch, channels, image, image),
                                         "float32"))
     return conv, per_channel, x
 

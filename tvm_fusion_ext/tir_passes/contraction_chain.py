@@ -19,7 +19,10 @@ Fig. 11) and APOLLO section 4.2 stitches a producer into its consumer's tile:
    intermediate rows and anchor output rows fit the fast memory (L2) beside one micro-kernel's
    panels (:meth:`~tvm_fusion_ext.hardware.HardwareSpec.panel_bytes`), with a block for every
    core (preferring counts that are a multiple of the cores, or at least
-   :data:`.analysis.BALANCED_TILES` per core);
+   :data:`.analysis.BALANCED_TILES` per core). When no block of the outermost such axis fits (a
+   batch of images whose one image's intermediate exceeds the fast memory), the next axis is
+   blocked, the ones before it run outside the block loop a single iteration per block, and all
+   of them are fused into one parallel loop;
 3. the anchor gets its register tile inside the block (:func:`.loop_fusion.split_contraction`);
    the producer, its epilogue and its own producers (padding) are ``compute_at`` the block loop
    (TVM ``src/s_tir/schedule/primitive/compute_at.cc`` gives a moved block the region its
@@ -32,7 +35,7 @@ Fig. 11) and APOLLO section 4.2 stitches a producer into its consumer's tile:
    at the image's edges; the padding block is computed at the block loop and the producer a row
    at a time under the padding's row loop, so every producer region is one row and the padded
    tile compacts to the block's rows (a region clipped at both edges would not);
-4. the block loop is parallel.
+4. the block loop (fused with the loops outside it) is parallel.
 
 Weights stay layout-free and are packed once, at compile time, as the single-anchor schedule packs
 them (:func:`.loop_fusion.pack_contraction`, before anything moves).
@@ -91,7 +94,9 @@ class _Chain:
     and the anchor, with the anchor's block axis and the producer's loop position for it; the
     anchor reads the intermediate along that axis at ``stride`` times its index plus a window
     of ``window`` rows (1 and 1: row for row); ``padded``: an epilogue block reads the chain's
-    values shifted (a conv's zero padding)."""
+    values shifted (a conv's zero padding); ``outer``: ``(anchor position, producer position)`` of
+    the axes that run outside the block loop, one iteration per block (the batch, when one
+    image's intermediate does not fit the fast memory)."""
 
     producer: str
     epilogue: list[str]
@@ -101,10 +106,19 @@ class _Chain:
     stride: int = 1
     window: int = 1
     padded: bool = False
+    outer: tuple[tuple[int, int], ...] = ()
 
     def producer_rows(self, rows: int) -> int:
         """Producer rows a block of ``rows`` anchor rows reads (a conv's halo included)."""
         return (rows - 1) * self.stride + self.window
+
+    def in_block(self, info: BlockInfo, rows: int, producer: bool) -> BlockInfo:
+        """``info`` (the producer, or the anchor) as one block sees it: ``rows`` iterations of the
+        block axis, one of each ``outer`` axis."""
+        axis = self.producer_axis if producer else self.anchor_axis
+        ones = {p if producer else a: 1 for a, p in self.outer}
+        return replace(info, extents=[rows if pos == axis else ones.get(pos, extent)
+                                      for pos, extent in enumerate(info.extents)])
 
 
 class ContractionChain(SpecScheduleRule):
@@ -123,48 +137,52 @@ class ContractionChain(SpecScheduleRule):
             return self.decline(f"{contractions} contractions: only a chain of two is blocked")
         if not regions_exact(sch):
             return self.decline("a block declares other regions than it accesses")
-        chain = _find_chain(sch, infos)
-        if isinstance(chain, str):
-            return self.decline(chain)
-        epilogue = _inline_epilogue(sch, chain)
+        chains = _find_chain(sch, infos)
+        if isinstance(chains, str):
+            return self.decline(chains)
+        epilogue = _inline_epilogue(sch, chains[0])
         infos = [info for _, info in analyze_blocks(sch)]
-        inline_injective(sch, infos, chain.anchor, keep=(epilogue,) if epilogue else ())
+        inline_injective(sch, infos, chains[0].anchor, keep=(epilogue,) if epilogue else ())
         analyzed = analyze_blocks(sch)
         if not analyzed:
             return self.decline("after inlining, a block is left that the rule cannot analyse")
         infos = [info for _, info in analyzed]
         by_name = {info.name: info for info in infos}
-        anchor, producer = by_name[chain.anchor], by_name[chain.producer]
+        anchor, producer = by_name[chains[0].anchor], by_name[chains[0].producer]
         lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
         weights = layout_free_buffers(sch.mod["main"])
-        block = _choose_block(producer, anchor, chain, spec, lanes, weights)
-        if isinstance(block, str):
-            return self.decline(block)
-        rows, anchor_plan = block
+        blocks = [_choose_block(producer, anchor, chain, spec, lanes, weights) for chain in chains]
+        chosen = next((i for i, block in enumerate(blocks) if not isinstance(block, str)), None)
+        if chosen is None:
+            return self.decline(blocks[0])
+        chain, (rows, anchor_plan) = chains[chosen], blocks[chosen]
         # A padded intermediate is computed a row at a time under the padding's row loop: over
         # the block's rows (halo included) the producer would be clipped at the image's edges,
         # and a predicated region keeps lowering from shrinking the buffer to the tile.
         producer_rows = 1 if chain.padded else chain.producer_rows(rows)
-        producer_in_block = _restricted(producer, chain.producer_axis, producer_rows)
+        producer_in_block = chain.in_block(producer, producer_rows, producer=True)
         producer_plan = plan_register_tile(producer_in_block, spec, prepacked=weights) or narrower_register_tile(
             producer_in_block, spec, lanes, weights)
         if producer_plan is not None:  # the block's rows in one tile: each row's region stays affine
-            producer_plan = replace(producer_plan, tile={**producer_plan.tile, chain.producer_axis: producer_rows})
+            producer_plan = replace(producer_plan, tile={
+                **producer_plan.tile, chain.producer_axis: producer_rows, **{p: 1 for _, p in chain.outer}})
 
         anchor_packed = pack_contraction(sch, anchor, anchor_plan)
         producer_packed = pack_contraction(sch, producer_in_block, producer_plan) if producer_plan else None
-        loops = split_contraction(sch, anchor, anchor_plan, lanes, anchor_packed, block=chain.anchor_axis)
+        outside = tuple(a for a, _ in chain.outer)
+        loops = split_contraction(sch, anchor, anchor_plan, lanes, anchor_packed, block=chain.anchor_axis,
+                                  outside=outside)
         names = [info.name for info in infos]
         consumers = names[names.index(chain.anchor) + 1:] + loops.added_consumers
         for name in consumers:
             reverse_compute_at_covering(sch, name, loops.tile)
         moved = [name for name in names if name in _upstream_names(infos, producer)] + [chain.producer]
-        at, depth = loops.block, 1
+        at, depth = loops.block, 1 + len(outside)
         if epilogue:
             if not try_primitive(sch.compute_at, sch.get_sblock(epilogue), loops.block, preserve_unit_loops=True):
                 return self.decline(f"{epilogue} cannot be computed inside the anchor's block loop")
             if chain.padded:
-                depth = 2 + chain.producer_axis
+                depth += 1 + chain.producer_axis
                 at = sch.get_loops(sch.get_sblock(epilogue))[depth - 1]
         for name in reversed(moved):
             if not try_primitive(sch.compute_at, sch.get_sblock(name), at, preserve_unit_loops=True) \
@@ -183,12 +201,14 @@ class ContractionChain(SpecScheduleRule):
             producer_reduce = _vectorize_rows(sch, producer_in_block, lanes, depth)
             if epilogue and not chain.padded and producer_reduce is not None:  # on the accumulators
                 reverse_compute_at_covering(sch, epilogue, _loop_above(sch, chain.producer, producer_reduce))
+        block_loop = sch.fuse(*sch.get_loops(sch.get_sblock(chain.anchor))[:len(outside)], loops.block) \
+            if outside else loops.block
         if spec.num_cores > 1:
-            sch.parallel(loops.block)
+            sch.parallel(block_loop)
         for name in [*moved, *consumers]:
             if name != chain.producer:
                 vectorize_innermost(sch, sch.get_sblock(name), lanes)
-        localize_intermediates(sch, loops.block)
+        localize_intermediates(sch, block_loop)
         if producer_plan is not None:
             finish_contraction(sch, chain.producer, producer_loops, lanes)
         elif producer_reduce is not None:
@@ -198,8 +218,9 @@ class ContractionChain(SpecScheduleRule):
         return sch
 
 
-def _find_chain(sch: s_tir.Schedule, infos: list[BlockInfo]) -> _Chain | str:
-    """The chain ending at the last contraction, or why there is none it can block."""
+def _find_chain(sch: s_tir.Schedule, infos: list[BlockInfo]) -> list[_Chain] | str:
+    """The chain ending at the last contraction, one candidate per axis it may be blocked along
+    (outermost first, the axes before it outside the block loop), or why there is none."""
     anchor = next(info for info in reversed(infos) if info.is_contraction)
     intermediates = intermediate_buffers(sch)
     writer = {}
@@ -216,13 +237,20 @@ def _find_chain(sch: s_tir.Schedule, infos: list[BlockInfo]) -> _Chain | str:
         reason = _blockable(sch, infos, producer, epilogue, anchor)
         if reason is None:
             axes = _block_axes(read, producer, epilogue, anchor)
-            if axes is None:
+            if not axes:
                 reasons.append(f"no spatial axis of {anchor.name} indexes the intermediate it reads "
                                f"from {producer.name}")
                 continue
             order = [info.name for info in infos]
-            return _Chain(producer.name, sorted((e.name for e in epilogue), key=order.index),
-                          anchor.name, *axes, padded=_shifted(producer, epilogue))
+            names = (producer.name, sorted((e.name for e in epilogue), key=order.index), anchor.name)
+            padded = _shifted(producer, epilogue)
+            chains = []
+            for index, axis in enumerate(axes):
+                outer = tuple((a, p) for a, p, _, _ in axes[:index])
+                chains.append(_Chain(*names, *axis, padded=padded, outer=outer))
+                if axis[2:] != (1, 1):  # an axis with a window cannot run outside the block loop
+                    break
+            return chains
         reasons.append(reason)
     if not reasons:
         return f"{anchor.name} reads no other contraction's output"
@@ -301,16 +329,18 @@ def _shifted(producer: BlockInfo, epilogue: list[BlockInfo]) -> bool:
 
 
 def _block_axes(read, producer: BlockInfo, epilogue: list[BlockInfo],
-                anchor: BlockInfo) -> tuple[int, int, int, int] | None:
-    """``(anchor position, producer position, stride, window)`` of the block axis: the anchor's
-    outermost non-unit spatial loop whose variable indexes a dimension of the intermediate as
-    ``stride * var + window offset`` (a conv's rows), and the producer loop writing that
-    dimension (element-wise epilogues and paddings keep dimensions in place)."""
+                anchor: BlockInfo) -> list[tuple[int, int, int, int]]:
+    """``(anchor position, producer position, stride, window)`` of each axis the chain may be
+    blocked along, outermost first: an anchor's non-unit spatial loop whose variable indexes a
+    dimension of the intermediate as ``stride * var + window offset`` (a conv's rows), and the
+    producer loop writing that dimension (element-wise epilogues and paddings keep dimensions in
+    place)."""
     written = producer.block.writes[0].region
     reduce_vars = {iv.var: iv.dom for iv in anchor.block.iter_vars if iv.iter_type == REDUCE}
     analyzer = tvm.sym.Analyzer()
     for var, dom in reduce_vars.items():
         analyzer.bind(var, dom)
+    axes = []
     for pos in anchor.spatial_positions:
         if anchor.extents[pos] == 1:
             continue
@@ -334,8 +364,8 @@ def _block_axes(read, producer: BlockInfo, epilogue: list[BlockInfo],
                 read_rows = (anchor.extents[pos] - 1) * stride + window
                 if index.same_as(iv.var) and (producer.extents[ppos] == anchor.extents[pos] or (
                         epilogue and producer.extents[ppos] <= read_rows)):
-                    return pos, ppos, stride, window
-    return None
+                    axes.append((pos, ppos, stride, window))
+    return list(dict.fromkeys(axes))
 
 
 def _upstream_names(infos: list[BlockInfo], info: BlockInfo) -> set[str]:
@@ -369,11 +399,6 @@ def _is_copy(sch: s_tir.Schedule, name: str) -> bool:
     return info.is_copy
 
 
-def _restricted(info: BlockInfo, position: int, rows: int) -> BlockInfo:
-    """``info`` as seen inside one block: the loop at ``position`` runs ``rows`` iterations."""
-    return replace(info, extents=[rows if p == position else e for p, e in enumerate(info.extents)])
-
-
 def _bytes_using(info: BlockInfo, position: int, extents: list[int], using: bool) -> int:
     """Bytes of the regions of ``info`` that use (``using``) or do not use loop ``position``."""
     var = info.loop_iters[position].var
@@ -388,17 +413,18 @@ def _choose_block(producer: BlockInfo, anchor: BlockInfo, chain: _Chain, spec: H
     ``prepacked`` as for :func:`~.register_tile.plan_register_tile`."""
     producer_axis, anchor_axis = chain.producer_axis, chain.anchor_axis
     extent = anchor.extents[anchor_axis]
+    outside = math.prod(anchor.extents[a] for a, _ in chain.outer)  # blocks of the outer axes
     weights = (_bytes_using(producer, producer_axis, producer.extents, False)
                + _bytes_using(anchor, anchor_axis, anchor.extents, False))
     intermediate = producer.accesses[-1].bytes(producer.extents)  # the producer's output
     fitting = []
     for rows in divisors(extent):
-        blocks = extent // rows
+        blocks = outside * extent // rows
         if blocks < spec.num_cores and spec.num_cores > 1:
             continue
-        producer_rows = _restricted(producer, producer_axis, chain.producer_rows(rows))
+        producer_rows = chain.in_block(producer, chain.producer_rows(rows), producer=True)
         tile = (_bytes_using(producer, producer_axis, producer_rows.extents, True)
-                + _bytes_using(anchor, anchor_axis, _restricted(anchor, anchor_axis, rows).extents, True))
+                + _bytes_using(anchor, anchor_axis, chain.in_block(anchor, rows, producer=False).extents, True))
         if tile + spec.panel_bytes() > spec.fast_memory_bytes:
             continue
         fitting.append(rows)
@@ -407,20 +433,20 @@ def _choose_block(producer: BlockInfo, anchor: BlockInfo, chain: _Chain, spec: H
                 f"({spec.fast_memory_bytes} bytes) with a block for each of {spec.num_cores} cores")
 
     def balanced(rows):
-        blocks = extent // rows
+        blocks = outside * extent // rows
         return blocks % spec.num_cores == 0 or blocks >= BALANCED_TILES * spec.num_cores
 
     rows = max(fitting, key=lambda r: (balanced(r), r))
-    blocks = extent // rows
+    blocks = outside * extent // rows
     if weights > spec.fast_memory_bytes and (blocks - 1) * weights > 2 * intermediate:
         return (f"each of {blocks} blocks would read the weights ({weights} bytes, more than the fast "
                 f"memory) again: more traffic than the intermediate ({intermediate} bytes) saves")
-    in_block = _restricted(anchor, anchor_axis, rows)
+    in_block = chain.in_block(anchor, rows, producer=False)
     plan = (plan_register_tile(in_block, spec, prepacked=prepacked)
             or narrower_register_tile(in_block, spec, lanes, prepacked))
     if plan is None:
         return f"{anchor.name} has no register tile inside a block of {rows} rows"
-    return rows, replace(plan, tile={**plan.tile, anchor_axis: rows})
+    return rows, replace(plan, tile={**plan.tile, anchor_axis: rows, **{a: 1 for a, _ in chain.outer}})
 
 
 def _one_loop_per_variable(sch: s_tir.Schedule, name: str, info: BlockInfo, depth: int) -> bool:

@@ -458,15 +458,16 @@ def pack_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile)
 
 
 def split_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile, lanes: int,
-                      packed: PackedOperands, depth: int = 0, block: int | None = None) -> ContractionLoops:
+                      packed: PackedOperands, depth: int = 0, block: int | None = None,
+                      outside: tuple[int, ...] = ()) -> ContractionLoops:
     """Split and order the contraction's loops (those below the first ``depth`` loops enclosing
     it, one per block variable, with ``anchor.extents``) as ``[tiles] [reduction blocks]
     [micro-kernels] [reduction in a block] [rows] [vectors, lanes]``, and place the per-tile
     packs. The spatial tile loops are fused into one; with ``block`` (a spatial position), that
     position's tile loop is put outermost and kept apart (``ContractionLoops.block``), the others
-    fused below it."""
+    fused below it, and the tile loops of the ``outside`` positions are put above it, in order."""
     rv = sch.get_sblock(anchor.name)
-    outer, reduce_outer, intra, reduce_inner = [], [], [], []
+    above, outer, reduce_outer, intra, reduce_inner = [], [], [], [], []
     rows = vectors = lane = block_loop = None
     for pos, loop in enumerate(sch.get_loops(rv)[depth:]):
         extent = anchor.extents[pos]
@@ -492,11 +493,13 @@ def split_contraction(sch: s_tir.Schedule, anchor: BlockInfo, plan: RegisterTile
             tile_outer, tile_intra = sch.split(loop, [extent // tile, tile])
         if pos == block:
             block_loop = tile_outer
+        elif pos in outside:
+            above.append(tile_outer)
         else:
             outer.append(tile_outer)
         intra.append(tile_intra)
     micro = [loop for loop in (rows, vectors, lane) if loop is not None]
-    sch.reorder(*([block_loop] if block_loop is not None else []), *outer, *reduce_outer, *intra,
+    sch.reorder(*above, *([block_loop] if block_loop is not None else []), *outer, *reduce_outer, *intra,
                 *reduce_inner, *micro)
     tile_loop = sch.fuse(*outer) if len(outer) > 1 else (outer[0] if outer else block_loop)
     for pack in packed.packs:
