@@ -19,7 +19,6 @@ from tvm import relax
 from tvm_fusion_ext.analysis.graph import OpPattern, build_graphs
 from tvm_fusion_ext.cost import ProfitabilityCheck, Rates
 from tvm_fusion_ext.cost.chain_groups import is_chain_group, takes_chains
-from tvm_fusion_ext.driver.build import max_abs_error, random_inputs
 from tvm_fusion_ext.pipelines import lowering_passes, preprocess_passes, schedule_passes
 from tvm_fusion_ext.relax_passes.neoflow_fusion import NeoFlowFusion
 from tvm_fusion_ext.testing import verify
@@ -89,14 +88,12 @@ def test_neoflow_fuses_a_chain_only_with_the_check(mod):
         checked = NeoFlowFusion(profitability=ProfitabilityCheck(ZEN4, ZEN4_RATES))(prepared)
     assert verify.count_kernels(relax.transform.FuseTIR()(paper)) == 2
     assert verify.count_kernels(relax.transform.FuseTIR()(checked)) == 1
-    inputs = random_inputs(mod["main"], seed=5)
+    inputs = verify.random_inputs(mod["main"], seed=5)
     assert all(np.abs(x).max() > 0 for x in inputs)
-    expected = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())["main"](
-        *[tvm.runtime.tensor(x) for x in inputs]).numpy()
+    expected = verify.run(verify.build(mod, "none", "llvm", "unscheduled"), inputs)
     rest = tvm.transform.Sequential([relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
                                      *schedule_passes(TARGET, "untuned"), *lowering_passes(TARGET)])
     with TARGET:
-        ex = tvm.compile(checked, TARGET, relax_pipeline=rest)
-    got = relax.VirtualMachine(ex, tvm.cpu())["main"](*[tvm.runtime.tensor(x) for x in inputs]).numpy()
-    assert np.abs(expected).max() > 0
-    assert max_abs_error(got, expected) < 1e-4 * max(1.0, float(np.abs(expected).max()))
+        got = verify.run(verify.build(checked, rest, TARGET), inputs)
+    assert all(np.abs(e).max() > 0 for e in expected)
+    verify.assert_allclose_by_dtype(got, expected, context="neoflow with the check")
