@@ -358,10 +358,10 @@ def _block_axes(read, producer: BlockInfo, epilogue: list[BlockInfo],
                 continue
             bound = analyzer.const_int_bound(offset)
             window = int(bound.max_value) - int(bound.min_value) + int(rg.extent)
+            stride = int(coefficients[0])
+            read_rows = (anchor.extents[pos] - 1) * stride + window
             index = written[dim].min
             for ppos, iv in enumerate(producer.loop_iters):
-                stride = int(coefficients[0])
-                read_rows = (anchor.extents[pos] - 1) * stride + window
                 if index.same_as(iv.var) and (producer.extents[ppos] == anchor.extents[pos] or (
                         epilogue and producer.extents[ppos] <= read_rows)):
                     axes.append((pos, ppos, stride, window))
