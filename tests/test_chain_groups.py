@@ -8,7 +8,8 @@ queued without that term and decided by the predicted times.
 Decisions are taken for a Zen 4 CPU (AVX-512) with the rates ``tvm-fusion calibrate`` measured on
 one, so they do not depend on the machine running the tests (with 8-lane vectors and the suite's
 slower rates, tests/conftest.py, the same chains are predicted slower than their parts: compute
-then outweighs the traffic they save); kernels run compiled for an AVX2 CPU.
+then outweighs the traffic they save), and with a Zen 4's caches (the chain rule sizes its blocks
+to the L2, which the spec reads from the host); kernels run compiled for an AVX2 CPU.
 """
 
 import numpy as np
@@ -17,8 +18,9 @@ import tvm
 from tvm import relax
 
 from tvm_fusion_ext.analysis.graph import OpPattern, build_graphs
-from tvm_fusion_ext.cost import ProfitabilityCheck, Rates
+from tvm_fusion_ext.cost import KernelCostModel, ProfitabilityCheck, Rates
 from tvm_fusion_ext.cost.chain_groups import is_chain_group, takes_chains
+from tvm_fusion_ext.hardware import spec
 from tvm_fusion_ext.pipelines import lowering_passes, preprocess_passes, schedule_passes
 from tvm_fusion_ext.relax_passes.neoflow_fusion import NeoFlowFusion
 from tvm_fusion_ext.testing import verify
@@ -29,6 +31,12 @@ ZEN4_RATES = Rates(launch=2e-7, bandwidth=3.9e10, parallel=1.95, tiled=9.75e10, 
                    scalar=8.3e10)
 TARGET = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})
 EXPANSION = pw_dw_module(24, 56, 144, layout="NHWC")  # MobileNetV2's second block, first half
+ZEN4_CACHES = {1: 32 * 1024, 2: 1024 * 1024, 3: 32 * 1024 * 1024}  # bytes per level, per core below L3
+
+
+@pytest.fixture(autouse=True)
+def zen4_caches(monkeypatch):
+    monkeypatch.setattr(spec, "host_caches", lambda: ZEN4_CACHES)
 
 
 def _graph(mod):
@@ -97,3 +105,37 @@ def test_neoflow_fuses_a_chain_only_with_the_check(mod):
         got = verify.run(verify.build(checked, rest, TARGET), inputs)
     assert all(np.abs(e).max() > 0 for e in expected)
     verify.assert_allclose_by_dtype(got, expected, context="neoflow with the check")
+
+
+class _CountingModel:
+    """The cost model the check uses, counting the kernels it predicts."""
+
+    def __init__(self):
+        self.model = KernelCostModel(ZEN4, ZEN4_RATES)
+        self.kernels = 0
+
+    def seconds(self, func):
+        self.kernels += 1
+        return self.model.seconds(func)
+
+    def remembered(self, key, predict):
+        return self.model.remembered(key, predict)
+
+
+def test_a_chain_is_judged_without_the_epilogue_of_its_last_contraction():
+    """NeoFlow's greedy search merges the expansion with the depthwise conv while the depthwise
+    conv's bias and clip join it one at a time: each step is the same chain with another
+    epilogue op, judged by one prediction (the epilogue costs the same in either kernel)."""
+    graph = _graph(EXPANSION)
+    expansion, depthwise = sorted(_contractions(graph))
+    head = list(range(expansion, depthwise))
+    counting = _CountingModel()
+    check = ProfitabilityCheck(ZEN4, model=counting)
+    verdicts = [check.verdict(graph, [head, list(range(depthwise, last + 1))])
+                for last in range(depthwise, len(graph.nodes))]
+    assert all(v.fused_s is not None for v in verdicts)
+    assert len({(v.fused_s, v.parts_s) for v in verdicts}) == 1
+    assert counting.kernels == 3  # the chain, the expansion with its epilogue, the depthwise conv
+    whole = [node.index for node in graph.nodes]
+    chain = check.verdict(graph, [whole[:-1], whole[-1:]])
+    assert chain.fused_s is None and "epilogue" in chain.unpredicted

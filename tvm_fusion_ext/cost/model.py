@@ -124,10 +124,12 @@ class KernelCostModel:
 
 
 def store_name(target: tvm.target.Target, rates: Rates, host: str) -> str:
-    """File name of the predictions of one host, target, set of rates and version of the schedule
+    """File name of the predictions of one host, target (and the spec the schedule reads for it:
+    the cache sizes it tiles for), set of rates and version of the schedule
     (:func:`schedule_fingerprint`): a prediction is of the kernel the schedule made, so a changed
     schedule starts a new store instead of reading the old kernels' times."""
-    digest = hashlib.sha256(json.dumps([host, str(target), rates.to_json(), schedule_fingerprint()],
+    facts = repr(spec_for_target(target))
+    digest = hashlib.sha256(json.dumps([host, str(target), facts, rates.to_json(), schedule_fingerprint()],
                                        sort_keys=True).encode()).hexdigest()[:20]
     return f"predictions-{digest}.jsonl"
 

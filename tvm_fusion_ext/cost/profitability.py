@@ -167,7 +167,10 @@ class ProfitabilityCheck:
         the default schedule applies in the micro-kernel's write-back. An injective op (a slice, a
         transpose) moves elements across tiles and is judged as any group, and so is every group
         on a GPU, where dlight's GEMM rules take only some epilogues. Most of a greedy search's
-        candidate groups are of this kind, and predicting one means scheduling its kernel."""
+        candidate groups are of this kind, and predicting one means scheduling its kernel. A
+        merge that makes a contraction chain (:func:`.chain_groups.is_chain_group`) is judged
+        without the epilogue of the chain's last contraction (:func:`_chain_epilogue`), and not at
+        all when it only adds that epilogue to a chain."""
         parts = [frozenset(p) for p in parts]
         union = frozenset().union(*parts)
         for group in attention_groups(graph, self.target, self.model.remembered):
@@ -182,8 +185,14 @@ class ProfitabilityCheck:
             return Verdict(None, None, "element-wise and injective ops only")
         if not self.on_gpu and _anchor_with_epilogue(graph, union):
             return Verdict(None, None, "a contraction with its element-wise epilogue")
-        if not self.on_gpu and _chain_with_epilogue(graph, parts, self.target):
-            return Verdict(None, None, "a contraction chain with its element-wise epilogue")
+        if not self.on_gpu and is_chain_group(graph, union, self.target):
+            epilogue = _chain_epilogue(graph, union)
+            if sum(1 for part in parts if part - epilogue) < 2:
+                return Verdict(None, None, "a contraction chain with its element-wise epilogue")
+            # The epilogue costs the same in the chain's tile as in its contraction's own kernel,
+            # so the steps by which it grows share one prediction.
+            parts = [part - epilogue for part in parts if part - epilogue]
+            union -= epilogue
         return Verdict(self.group_seconds(graph, union),
                        sum(self.group_seconds(graph, p) for p in parts))
 
@@ -249,20 +258,15 @@ class ProfitabilityCheck:
         return self._hashes[func]
 
 
-def _chain_with_epilogue(graph: DataflowGraph, parts: list[frozenset], target: tvm.target.Target) -> bool:
-    """One of ``parts`` is a contraction chain (:func:`.chain_groups.is_chain_group`) and the others
-    are element-wise and broadcast ops downstream of its last contraction only: its epilogue,
-    which the chain rule applies in the anchor's tile as the default schedule does for one
-    contraction (:func:`_anchor_with_epilogue`)."""
-    union = frozenset().union(*parts)
-    chains = [part for part in parts if is_chain_group(graph, part, target)]
-    if len(chains) != 1 or not is_chain_group(graph, union, target):
-        return False
-    first, second = [m for m in chains[0] if graph.nodes[m].pattern is OpPattern.OUT_EWISE_FUSABLE]
+def _chain_epilogue(graph: DataflowGraph, members: frozenset) -> frozenset:
+    """The element-wise and broadcast ops of the chain group ``members``
+    (:func:`.chain_groups.is_chain_group`) downstream of its last contraction, where they are its
+    epilogue (:func:`_anchor_with_epilogue`): what the chain rule applies in the anchor's tile as
+    the default schedule does for one contraction. Empty otherwise."""
+    first, second = [m for m in members if graph.nodes[m].pattern is OpPattern.OUT_EWISE_FUSABLE]
     last = second if second in graph.reachable_from([first]) else first
-    tail = (graph.reachable_from([last]) & chains[0]) | (union - chains[0])
-    return all(graph.nodes[m].pattern <= OpPattern.BROADCAST for m in union - chains[0]) \
-        and _anchor_with_epilogue(graph, frozenset(tail))
+    tail = frozenset(graph.reachable_from([last]) & members)
+    return tail - {last} if _anchor_with_epilogue(graph, tail) else frozenset()
 
 
 def _anchor_with_epilogue(graph: DataflowGraph, members: frozenset) -> bool:

@@ -76,7 +76,7 @@ class CPUSpec(HardwareSpec):
     def from_target(cls, target: tvm.target.Target | None = None) -> CPUSpec:
         """Read core count, vector width and cache sizes from ``target`` and the host machine."""
         target = _as_target(target)
-        caches = _host_caches()
+        caches = host_caches()
         l1 = caches.get(1, 32 * 1024)
         l2 = caches.get(2, 512 * 1024)
         cores = target.attrs.get("num-cores") if target is not None else None
@@ -182,7 +182,7 @@ def _host_cores() -> int:
 
 
 @functools.cache
-def _host_caches() -> dict[int, int]:
+def host_caches() -> dict[int, int]:
     """Data/unified cache size per level from sysfs, in bytes (empty where sysfs is missing);
     read once per process (a spec is asked for per scheduled kernel)."""
     sizes: dict[int, int] = {}
