@@ -226,6 +226,19 @@ class Access:
                 else size if span is None else min(size, math.prod(extents[p] for p in span))
                 for (size, extent, _), terms, span in zip(self.dims, self.terms, self.spans)]
 
+    def stride_bytes(self, position: int) -> int:
+        """Bytes between the addresses of two consecutive iterations of loop ``position`` in
+        the row-major buffer (0 when no affine index uses it; a non-affine index using it counts
+        its dimension's whole row)."""
+        stride, row = 0, self.itemsize
+        for (size, _, coeffs), span in zip(reversed(self.dims), reversed(self.spans)):
+            if coeffs is not None:
+                stride += abs(coeffs[position]) * row
+            elif span is not None and position in span:
+                stride += row
+            row *= size
+        return stride
+
     def elements(self, extents) -> int:
         """Elements touched while every loop ``p`` runs over ``extents[p]`` iterations."""
         return math.prod(self.dim_extents(extents))
@@ -240,6 +253,16 @@ class Access:
         start is a multiple of ``g`` bytes spans ``(b + line - g) / line`` lines on average. A
         strided operand (an NCHW conv's input read along its channels, one short row per channel)
         then costs its lines, not its elements."""
+        rows, run_bytes, row_stride = self._runs(extents)
+        align = math.gcd(line, run_bytes, row_stride)
+        return rows * (run_bytes + line - align)
+
+    def runs(self, extents) -> int:
+        """Contiguous runs (rows of :meth:`line_bytes`) the region touched over ``extents`` is."""
+        return self._runs(extents)[0]
+
+    def _runs(self, extents) -> tuple[int, int, int]:
+        """``(runs, bytes per run, bytes between runs)`` of the region touched over ``extents``."""
         touched = self.dim_extents(extents)
         sizes = [size for size, _, _ in self.dims]
         run, split = 1, 0
@@ -248,11 +271,7 @@ class Access:
             if touched[dim] < sizes[dim]:
                 split = dim
                 break
-        rows = math.prod(touched[:split])
-        run_bytes = run * self.itemsize
-        row_stride = math.prod(sizes[split:]) * self.itemsize
-        align = math.gcd(line, run_bytes, row_stride)
-        return rows * (run_bytes + line - align)
+        return math.prod(touched[:split]), run * self.itemsize, math.prod(sizes[split:]) * self.itemsize
 
 
 def _affine_dims(region, iters) -> tuple:

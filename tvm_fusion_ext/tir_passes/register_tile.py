@@ -23,9 +23,9 @@ of the reduction (the GotoBLAS / BLIS design):
   there is a reduction window, <= ``spec.vector_registers``). Among the feasible
   micro-kernels (every vector loop, register loop, rows, vectors) the one with the least cycles
   per output element wins: each reduction step costs ``max(rows * vectors / fma_units, (rows +
-  vectors) / load_units, fma_latency, lines * line_fill_cycles)`` cycles for ``rows * vectors *
-  lanes`` outputs, ``lines`` being the cache lines the step brings from L2
-  (:func:`_lines_per_step`); at every reduction block (below) the micro-kernel loads and stores
+  vectors) / load_units, fma_latency, line fills)`` cycles for ``rows * vectors * lanes``
+  outputs, the line fills being those of the cache lines the step brings from L2
+  (:func:`_fill_cycles_per_step`); at every reduction block (below) the micro-kernel loads and stores
   its accumulators (:func:`_reload_cycles`: a wide micro-kernel's larger panels leave it fewer
   steps per block, the GotoBLAS ``k_c`` trade-off); and a transposed accumulator adds
   :data:`_TRANSPOSED_OUTPUT_CYCLES` per output (its strided epilogue), which decides against it
@@ -229,8 +229,8 @@ def _micro_kernels(info: BlockInfo, lanes: int, spec: HardwareSpec, prepacked: C
                     if registers_needed(rows, vectors, headroom, loads) > spec.vector_registers:
                         continue
                     micro = {v: vectors * lanes, **({q: rows} if q is not None else {})}
-                    lines = _lines_per_step(info, micro, contiguous, uses)
-                    cost = reduction * _step_cycles(rows, vectors, lines, spec, loads) / (rows * vectors * lanes)
+                    fill = _fill_cycles_per_step(info, micro, contiguous, uses, spec)
+                    cost = reduction * _step_cycles(rows, vectors, fill, spec, loads) / (rows * vectors * lanes)
                     cost += _TRANSPOSED_OUTPUT_CYCLES if transposed else 0.0
                     key = (-round(cost, 9), rows * vectors, -len(packed), rows, -1 if q is None else q)
                     yield (key, RegisterTile(v, lanes, vectors, q, rows, packed, transposed),
@@ -256,30 +256,33 @@ def registers_needed(rows: int, vectors: int, headroom: int,
     return rows * vectors + vectors + max(broadcasts, 1 + headroom)
 
 
-def _step_cycles(rows: int, vectors: int, lines: float, spec: HardwareSpec,
+def _step_cycles(rows: int, vectors: int, fill_cycles: float, spec: HardwareSpec,
                  streamed_operands: tuple[int, int] | None = None) -> float:
-    """Cycles of one reduction step of a ``rows x vectors`` micro-kernel that brings ``lines``
-    cache lines into L1: FMA throughput, load throughput (``vectors`` streamed loads + ``rows``
-    broadcasts; when nothing is broadcast, ``streamed_operands = (per_row, reused)``: a vector
-    load per row and column of the operands walking the register loop, per column of the others),
-    the FMA latency chain, or the line fills from L2."""
+    """Cycles of one reduction step of a ``rows x vectors`` micro-kernel whose cache lines take
+    ``fill_cycles`` to bring into L1 (:func:`_fill_cycles_per_step`): FMA throughput, load
+    throughput (``vectors`` streamed loads + ``rows`` broadcasts; when nothing is broadcast,
+    ``streamed_operands = (per_row, reused)``: a vector load per row and column of the operands
+    walking the register loop, per column of the others), the FMA latency chain, or the line
+    fills."""
     if streamed_operands is None:
         loads = rows + vectors
     else:
         per_row, reused = streamed_operands
         loads = (per_row * rows + reused) * vectors
-    return max(rows * vectors / spec.fma_units, loads / spec.load_units, spec.fma_latency,
-               lines * spec.line_fill_cycles)
+    return max(rows * vectors / spec.fma_units, loads / spec.load_units, spec.fma_latency, fill_cycles)
 
 
-def _lines_per_step(info: BlockInfo, micro: dict[int, int], contiguous: set[int],
-                    uses: dict[int, list[bool]]) -> float:
-    """Cache lines the operands of one micro-kernel bring from L2 per step of the innermost
-    reduction loop (amortised over that loop): a contiguous walk (a matmul row, a packed panel)
-    brings its bytes, a strided one a line per step however little of it is used (an NCHW conv's
-    input, one row per channel: a 1 x 7-vector micro-kernel over 56 columns brings 4 lines per 7
-    FMAs). An operand the innermost loop over micro-kernels does not walk is read again by the
-    next micro-kernel and stays in L1 (the weight panel of a micro-kernel along the output
+def _fill_cycles_per_step(info: BlockInfo, micro: dict[int, int], contiguous: set[int],
+                          uses: dict[int, list[bool]], spec: HardwareSpec) -> float:
+    """Cycles to bring the cache lines the operands of one micro-kernel read per step of the
+    innermost reduction loop (amortised over that loop) from L2 into L1. A contiguous walk (a
+    matmul row, a packed panel) brings its bytes, a strided one a line per step however little of
+    it is used (an NCHW conv's input, one row per channel: a 1 x 7-vector micro-kernel over 56
+    columns brings 4 lines per 7 FMAs). A line takes ``spec.line_fill_cycles``, except the first
+    line of each contiguous run when each step of the operand jumps ``spec.prefetch_stride_bytes``
+    or more (a row of ``X[C, H*W]`` per input channel at 28 x 28): the prefetchers do not run
+    ahead of such a walk, and that line takes ``spec.strided_line_cycles``. An operand the innermost loop over micro-kernels does not walk is read again
+    by the next micro-kernel and stays in L1 (the weight panel of a micro-kernel along the output
     channels, reused over the columns): it brings nothing. ``uses[p][i]``: whether spatial loop
     ``p`` walks operand ``i``."""
     inner = next((p for p in reversed(info.reduce_positions) if info.extents[p] > 1), None)
@@ -289,8 +292,17 @@ def _lines_per_step(info: BlockInfo, micro: dict[int, int], contiguous: set[int]
     walked = [True] * len(info.operand_reads) if across is None else uses[across]
     extents = [micro.get(p, 1) for p in range(len(info.extents))]
     extents[inner] = info.extents[inner]
-    read = {i for i in range(len(info.operand_reads)) if walked[i]}
-    return _cached_bytes(info, extents, contiguous, read) / info.extents[inner] / CACHE_LINE_BYTES
+    cycles = 0.0
+    for i in range(len(info.operand_reads)):
+        if not walked[i]:
+            continue
+        access = info.accesses[i]
+        lines = _cached_bytes(info, extents, contiguous, {i}) / info.extents[inner] / CACHE_LINE_BYTES
+        jumps = 0.0
+        if i not in contiguous and access.stride_bytes(inner) >= spec.prefetch_stride_bytes:
+            jumps = min(lines, access.runs(extents) / info.extents[inner])
+        cycles += jumps * spec.strided_line_cycles + (lines - jumps) * spec.line_fill_cycles
+    return cycles
 
 
 def _dims_using(region, var) -> list[int]:
