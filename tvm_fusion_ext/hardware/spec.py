@@ -52,8 +52,9 @@ class HardwareSpec:
     fma_latency: ClassVar[int] = 4
     # Cycles to bring one 64-byte line from L2 into L1 (32 bytes per cycle on Zen and Skylake).
     line_fill_cycles: ClassVar[float] = 2.0
-    # Cycles per line when every step of a walk jumps ``prefetch_stride_bytes`` or more (a row of
-    # ``X[512, 784]``, 3136 bytes, per reduction step): beyond half a 4 KiB page the stride
+    # Cycles for the first line of each contiguous run of a walk whose every step jumps
+    # ``prefetch_stride_bytes`` or more (a row of ``X[512, 784]``, 3136 bytes, per reduction
+    # step; the run's other lines follow at ``line_fill_cycles``): beyond half a 4 KiB page the stride
     # prefetchers (which stop at page boundaries) do not run ahead of it. An 8 x 1 micro-kernel
     # reading such a line per step (8 FMAs) took 7.9-12 cycles per step on an Emerald Rapids core
     # (a 512 -> 128 matmul over 784 columns, 120-165 GFLOP/s on 2 cores), 4.5 by its loads alone;

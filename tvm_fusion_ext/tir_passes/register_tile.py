@@ -281,10 +281,10 @@ def _fill_cycles_per_step(info: BlockInfo, micro: dict[int, int], contiguous: se
     columns brings 4 lines per 7 FMAs). A line takes ``spec.line_fill_cycles``, except the first
     line of each contiguous run when each step of the operand jumps ``spec.prefetch_stride_bytes``
     or more (a row of ``X[C, H*W]`` per input channel at 28 x 28): the prefetchers do not run
-    ahead of such a walk, and that line takes ``spec.strided_line_cycles``. An operand the innermost loop over micro-kernels does not walk is read again
-    by the next micro-kernel and stays in L1 (the weight panel of a micro-kernel along the output
-    channels, reused over the columns): it brings nothing. ``uses[p][i]``: whether spatial loop
-    ``p`` walks operand ``i``."""
+    ahead of such a walk, and that line takes ``spec.strided_line_cycles``. An operand the
+    innermost loop over micro-kernels does not walk is read again by the next micro-kernel and
+    stays in L1 (the weight panel of a micro-kernel along the output channels, reused over the
+    columns): it brings nothing. ``uses[p][i]``: whether spatial loop ``p`` walks operand ``i``."""
     inner = next((p for p in reversed(info.reduce_positions) if info.extents[p] > 1), None)
     if inner is None:
         return 0.0
