@@ -45,6 +45,7 @@ from tvm_fusion_ext.cost import (
 from tvm_fusion_ext.cost import model as cost_model
 from tvm_fusion_ext.cost.features import kernel_features
 from tvm_fusion_ext.hardware import CPUSpec
+from tvm_fusion_ext.hardware import spec as hardware_spec
 from tvm_fusion_ext.hardware.device_costs import CACHE_ENV
 from tvm_fusion_ext.pipelines import fusion_pipeline, preprocess_passes
 from tvm_fusion_ext.relax_passes.apollo_fusion import ApolloFusion, apollo_preprocess
@@ -637,3 +638,15 @@ def test_predictions_of_another_schedule_are_kept_apart(monkeypatch):
     assert cost_model.store_name(target, rates, "host") == before
     monkeypatch.setattr(cost_model, "schedule_fingerprint", lambda: "a changed schedule")
     assert cost_model.store_name(target, rates, "host") != before
+
+
+def test_predictions_for_other_caches_are_kept_apart(monkeypatch):
+    """The schedule tiles for the caches the spec reads from the host: a target's predictions made
+    with other cache sizes (another host of the same CPU name, a test pinning them) are not read."""
+    rates = cost_model.Rates(launch=2e-6, bandwidth=2e10, parallel=2.0, tiled=3.5e10, reduce=3e9, vector=1.3e10,
+                             scalar=6e9)
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "znver4"})
+    monkeypatch.setattr(hardware_spec, "host_caches", lambda: {1: 32 * 1024, 2: 1024 * 1024, 3: 32 << 20})
+    zen4 = cost_model.store_name(target, rates, "host")
+    monkeypatch.setattr(hardware_spec, "host_caches", lambda: {1: 48 * 1024, 2: 2048 * 1024, 3: 300 << 20})
+    assert cost_model.store_name(target, rates, "host") != zen4
