@@ -186,12 +186,12 @@ class ProfitabilityCheck:
         if not self.on_gpu and _anchor_with_epilogue(graph, union):
             return Verdict(None, None, "a contraction with its element-wise epilogue")
         if not self.on_gpu and is_chain_group(graph, union, self.target):
-            epilogue = _chain_epilogue(graph, union)
-            if sum(1 for part in parts if part - epilogue) < 2:
-                return Verdict(None, None, "a contraction chain with its element-wise epilogue")
             # The epilogue costs the same in the chain's tile as in its contraction's own kernel,
             # so the steps by which it grows share one prediction.
+            epilogue = _chain_epilogue(graph, union)
             parts = [part - epilogue for part in parts if part - epilogue]
+            if len(parts) < 2:
+                return Verdict(None, None, "a contraction chain with its element-wise epilogue")
             union -= epilogue
         return Verdict(self.group_seconds(graph, union),
                        sum(self.group_seconds(graph, p) for p in parts))
