@@ -4,8 +4,10 @@
     .venv/bin/python scripts/kernel_times.py --model shufflenet_v2 --model-arg image=112 \\
         --fusion stock,neoflow
 
-Each strategy is compiled for ``llvm`` (untuned) and run through the relax VM's instrument hook
-(``driver.kernel_times``: every call synchronised and timed, the VM builtins as one entry). The
+Each strategy is compiled for ``--target`` (default ``llvm``; untuned) and run on that target's
+device through the relax VM's instrument hook (``driver.kernel_times``: every call synchronised and
+timed, the VM builtins as one entry). On a GPU each entry holds a launch and a synchronisation
+besides the kernel, so read the large kernels there. The
 strategies take turns, ``--rounds`` times, and the last round is printed, slowest kernels first,
 with calls per inference: the kernel a strategy loses time in shows against the kernels of
 ``stock``. The instrument adds a few microseconds per call, so the totals read above ``compare``'s
@@ -24,7 +26,7 @@ sys.path.insert(0, ROOT)
 import tvm
 from tvm import relax
 
-from tvm_fusion_ext.driver.build import build
+from tvm_fusion_ext.driver.build import build, target_device
 from tvm_fusion_ext.driver.evaluation import configure_threads, load_workload, parse_fusions, parse_target
 from tvm_fusion_ext.driver.kernel_times import kernel_times
 
@@ -38,10 +40,12 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--top", type=int, default=25, help="kernels printed per strategy")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--target", default="llvm", help="target string or JSON (default llvm)")
     args = parser.parse_args(argv)
     configure_threads(args.threads)
     workload = load_workload(args.model, args.model_arg or None)
-    target, device = parse_target("llvm"), tvm.cpu()
+    target = parse_target(args.target)
+    device = target_device(target)
     vms = {name: relax.VirtualMachine(build(workload.mod, name, target), device)
            for name in parse_fusions(args.fusion)}
     inputs = [tvm.runtime.tensor(x, device) for x in workload.inputs]
