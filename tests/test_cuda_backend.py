@@ -35,7 +35,7 @@ from tvm_fusion_ext.testing.cuda import (
     lowered,
     zoo_model,
 )
-from tvm_fusion_ext.tir_passes.gpu_rules import MatmulGuard, remapped_padded_result
+from tvm_fusion_ext.tir_passes.gpu_rules import DeclineWhere, remapped_padded_result
 
 pytestmark = [pytest.mark.zoo, pytest.mark.skipif(
     bool(MISSING), reason="the CUDA backend tests need " + " and ".join(MISSING))]
@@ -225,5 +225,5 @@ def _matmul_then_reshape(rows: int, cols: int, flatten: bool):
 def test_matmul_guard_declines_padded_results_whose_layout_an_epilogue_changes(rows, cols, flatten, declined):
     func = _matmul_then_reshape(rows, cols, flatten)
     assert remapped_padded_result(func) is declined
-    guarded = MatmulGuard(dl.gpu.Matmul()).apply(func, tvm.target.Target(TARGET), False)
+    guarded = DeclineWhere(dl.gpu.Matmul(), remapped_padded_result).apply(func, tvm.target.Target(TARGET), False)
     assert (guarded is None) is declined

@@ -9,9 +9,9 @@ declines the constant unit bindings the pipelines' simplification leaves), then
 :class:`~tvm_fusion_ext.tir_passes.flash_attention.FlashAttention` (a kernel that is exactly
 attention, as NeoFlow groups BERT's, becomes one FlashAttention kernel), then dlight's GPU rule
 chain as TVM's default CUDA pipeline applies it
-(:func:`~tvm_fusion_ext.tir_passes.gpu_rules.cuda_schedule_rules`: ``Matmul`` behind ``MatmulGuard``,
-``GEMV``, ``Reduction``,
-``GeneralReduction``, ``Fallback``: every kernel gets thread bindings, and ``GeneralReduction``
+(:func:`~tvm_fusion_ext.tir_passes.gpu_rules.cuda_schedule_rules`: ``Matmul``, ``GEMV``,
+``Reduction``, ``GeneralReduction``, each declining the kernel forms it gets wrong or schedules
+badly, then ``Fallback``: every kernel gets thread bindings, and ``GeneralReduction``
 keeps a reduction and the element-wise ops after it in one kernel with a cross-thread reduction in
 shared memory), with APOLLO's stitching on top: memory stitching (section 4.2,
 :class:`~tvm_fusion_ext.tir_passes.gpu_row_stitch.SharedRowReduction` before ``GeneralReduction``:

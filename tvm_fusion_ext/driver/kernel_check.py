@@ -1,7 +1,13 @@
 """Kernel-by-kernel differential check of a strategy's build: every scheduled kernel, run alone on
 random inputs on the target's device, against the same kernel before scheduling (as the strategy's
 fusion stage made it) compiled for the host CPU. Where a whole model's outputs disagree, this names
-the kernel whose schedule is wrong (``scripts/check_kernels.py``)."""
+the kernel whose schedule is wrong (``scripts/check_kernels.py``).
+
+Without the target's device (a CUDA target on a machine with no GPU), a scheduled kernel can run
+on the host instead, its thread-bound loops made serial (:func:`threads_as_serial_loops`). A
+schedule keeps its function's sequential meaning, so this catches a schedule that computes the
+wrong thing (a block left uncomputed or computed at the wrong indices), though not what only
+parallel execution shows (races, a missing synchronisation) or what the GPU lowering gets wrong."""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import tvm
-from tvm import tirx
+import tvm_ffi
+from tvm import s_tir, tirx
 
 from ..tir_passes.gpu_rules import written_params
 from .build import build_with_phases, max_rel_error, random_array, target_device
@@ -27,16 +34,22 @@ class KernelCheck:
 
 
 def check_kernels(mod: tvm.IRModule, fusion: str, target: tvm.target.Target, seed: int = 0,
-                  policy: str = "untuned") -> list[KernelCheck]:
+                  policy: str = "untuned", on_host: bool = False) -> list[KernelCheck]:
     """Every kernel ``fusion``'s build of ``mod`` for ``target`` calls, checked alone (see the
-    module docstring). Integer inputs are drawn from {0, 1}, valid indices for any gather."""
+    module docstring); with ``on_host`` the scheduled kernels run on the host CPU with their
+    thread loops serial. Integer inputs are drawn from {0, 1}, valid indices for any gather."""
     _, fused_mod, scheduled_mod = build_with_phases(mod, fusion, target, policy)
-    device = target_device(target)
+    if on_host:
+        target, device = tvm.target.Target("llvm"), tvm.cpu()
+    else:
+        device = target_device(target)
     pairs = dict(zip(called_kernels(scheduled_mod), called_kernels(fused_mod)))
     rng = np.random.default_rng(seed)
     results = []
     for scheduled_name, fused_name in pairs.items():
         scheduled, reference = scheduled_mod[scheduled_name], fused_mod[fused_name]
+        if on_host:  # a kernel TVM's legalisation already bound to threads is so before scheduling too
+            scheduled, reference = threads_as_serial_loops(scheduled), threads_as_serial_loops(reference)
         try:
             results.append(KernelCheck(scheduled_name, compare_kernel(scheduled, reference, target, device, rng)))
         except Exception as err:  # noqa: BLE001 - report the kernel and go on with the next
@@ -63,3 +76,42 @@ def _run(func: tirx.PrimFunc, target, device, arrays) -> list[np.ndarray]:
     lib["kernel"](*args)
     device.sync()
     return [a.numpy() for a in args]
+
+
+# Storage scopes the host CPU has no memory for; their buffers become ``global`` there.
+GPU_ONLY_SCOPES = ("shared", "shared.dyn", "warp")
+
+
+def threads_as_serial_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with every thread-bound loop (``blockIdx``, ``threadIdx``, ``vthread``) made a
+    serial loop and its shared-memory buffers global, so a GPU schedule compiles for and runs on
+    the host CPU in its sequential order."""
+    sch = s_tir.Schedule(func.with_body(_serial(func.body)))
+    blocks = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, [(s_tir.SBlock, blocks.append)], order="pre")
+    for block in blocks:
+        for index, region in enumerate(block.writes):
+            if region.source.scope() in GPU_ONLY_SCOPES:
+                sch.set_scope(sch.get_sblock(block.name_hint), index, "global")
+    return sch.mod["main"]
+
+
+def _serial(stmt):
+    if isinstance(stmt, tirx.SeqStmt):
+        return tirx.SeqStmt([_serial(child) for child in stmt.seq])
+    if isinstance(stmt, tirx.For):
+        kind = tirx.ForKind.SERIAL if stmt.kind == tirx.ForKind.THREAD_BINDING else stmt.kind
+        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, kind, _serial(stmt.body), None,
+                        stmt.annotations, stmt.step)
+    if isinstance(stmt, s_tir.SBlockRealize):
+        block = stmt.block
+        return s_tir.SBlockRealize(stmt.iter_values, stmt.predicate, s_tir.SBlock(
+            block.iter_vars, block.reads, block.writes, block.name_hint, _serial(block.body),
+            block.init and _serial(block.init), block.alloc_buffers, block.match_buffers,
+            block.annotations))
+    if isinstance(stmt, tirx.IfThenElse):
+        return tirx.IfThenElse(stmt.condition, _serial(stmt.then_case),
+                               stmt.else_case and _serial(stmt.else_case))
+    if isinstance(stmt, tirx.AttrStmt):
+        return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, _serial(stmt.body))
+    return stmt

@@ -3,9 +3,11 @@ dlight's rules decline where they would fail or schedule wrongly.
 
 The chain follows TVM's default CUDA pipeline (``python/tvm/relax/backend/cuda/pipeline.py``):
 :class:`~.flash_attention.FlashAttention` first (a kernel that is exactly attention), then dlight's
-``Matmul`` (behind :class:`MatmulGuard`), ``GEMV``, ``Reduction``,
-:class:`~.gpu_row_stitch.SharedRowReduction` (APOLLO's memory stitching, section 4.2) and
-``GeneralReduction``, each behind :class:`DeclineOnAssertion`, and ``Fallback`` last. dlight's
+``Matmul``, ``GEMV``, ``Reduction``, :class:`~.gpu_row_stitch.SharedRowReduction` (APOLLO's memory
+stitching, section 4.2) and ``GeneralReduction``, each behind :class:`DeclineOnAssertion` and
+:class:`DeclineWhere` with the kernel forms it gets wrong or schedules badly
+(:func:`writes_several_params`, :func:`remapped_padded_result`, :func:`reads_reduction_partially`,
+:func:`reduces_less_than_a_warp`), and ``Fallback`` last. dlight's
 ``ApplyDefaultSchedule`` (``python/tvm/s_tir/dlight/base/transform.py``) gives a kernel the schedule
 of the first rule whose ``apply`` returns one. The backend (``backends/cuda.py``) schedules with
 this chain and the GPU profitability check (``cost/gpu_model.py``) predicts from it.
@@ -13,6 +15,9 @@ this chain and the GPU profitability check (``cost/gpu_model.py``) predicts from
 
 from __future__ import annotations
 
+import math
+
+import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import dlight as dl
@@ -24,6 +29,9 @@ from .gpu_row_stitch import SharedRowReduction
 # A multiple of every tile dlight's Matmul pads a matmul's row and column axes to (its CUDA
 # configurations in python/tvm/s_tir/dlight/gpu/matmul.py tile rows and columns by at most 64).
 MATMUL_TILE = 64
+# Threads of a warp: the fewest elements a reduction must sum per output for dlight's
+# cross-thread reduction rules to occupy them (CUDA C++ Programming Guide, "SIMT Architecture").
+WARP = 32
 
 
 class DeclineOnAssertion(dl.ScheduleRule):
@@ -56,26 +64,16 @@ class DeclineOnAssertion(dl.ScheduleRule):
             return None
 
 
-class MatmulGuard(dl.ScheduleRule):
-    """dlight's ``Matmul`` (``python/tvm/s_tir/dlight/gpu/matmul.py``) on the kernels it schedules
-    correctly; others are declined (``None``) and ``Fallback`` schedules them:
+class DeclineWhere(dl.ScheduleRule):
+    """``rule``, declining (``None``) the kernels of which one of ``conditions`` holds; each
+    condition is a kernel form ``rule`` schedules wrongly or badly, and the next rule of the
+    chain schedules such a kernel instead."""
 
-    * kernels that write several parameters: ``Matmul`` stages one output through its epilogue,
-      and on a kernel with several outputs (a QKV projection whose three slices are outputs, as
-      NeoFlow groups BERT's attention input) its schedule fails lowering ("Buffer
-      matmul_intermediate_reindex_pad is used before its definition");
-    * kernels whose epilogue reads the matmul's result at computed indices (a reshape flattening
-      its rows, ``out[b, i * N + j] = mm[b, i, j]``) while the result's last two extents are not
-      multiples of :data:`MATMUL_TILE`: ``Matmul`` pads those axes to its tile and guards the
-      write-back with the epilogue's bound only (``i * N + j < M * N``), so the padded columns
-      overwrite the next row (DLRM's interaction under APOLLO, measured wrong on an H100).
-    """
-
-    def __init__(self, rule: dl.ScheduleRule):
-        self.rule = rule
+    def __init__(self, rule: dl.ScheduleRule, *conditions):
+        self.rule, self.conditions = rule, conditions
 
     def apply(self, func, target, tunable):
-        if isinstance(func, tirx.PrimFunc) and (len(written_params(func)) > 1 or remapped_padded_result(func)):
+        if isinstance(func, tirx.PrimFunc) and any(condition(func) for condition in self.conditions):
             return None
         return self.rule.apply(func, target, tunable)
 
@@ -83,26 +81,39 @@ class MatmulGuard(dl.ScheduleRule):
 def cuda_schedule_rules() -> tuple[dl.ScheduleRule, ...]:
     """The rules, in the order ``ApplyDefaultSchedule`` tries them (module docstring)."""
     return (FlashAttention(), *map(DeclineOnAssertion, (
-        MatmulGuard(dl.gpu.Matmul()), dl.gpu.GEMV(), dl.gpu.Reduction(), SharedRowReduction(),
-        dl.gpu.GeneralReduction())), dl.gpu.Fallback())
+        DeclineWhere(dl.gpu.Matmul(), writes_several_params, remapped_padded_result, reads_reduction_partially),
+        DeclineWhere(dl.gpu.GEMV(), reads_reduction_partially, reduces_less_than_a_warp),
+        DeclineWhere(dl.gpu.Reduction(), reads_reduction_partially, reduces_less_than_a_warp),
+        DeclineWhere(SharedRowReduction(), reduces_less_than_a_warp),
+        DeclineWhere(dl.gpu.GeneralReduction(), reduces_less_than_a_warp))), dl.gpu.Fallback())
 
 
 def innermost_rule(rule: dl.ScheduleRule) -> dl.ScheduleRule:
-    """The rule a wrapper (:class:`DeclineOnAssertion`, :class:`MatmulGuard`) applies."""
-    while isinstance(rule, (DeclineOnAssertion, MatmulGuard)):
+    """The rule a wrapper (:class:`DeclineOnAssertion`, :class:`DeclineWhere`) applies."""
+    while isinstance(rule, (DeclineOnAssertion, DeclineWhere)):
         rule = rule.rule
     return rule
+
+
+def writes_several_params(func: tirx.PrimFunc) -> bool:
+    """Whether ``func`` writes several parameters. dlight's ``Matmul`` stages one output through
+    its epilogue; on a kernel with several (a QKV projection whose three slices are outputs, as
+    NeoFlow groups BERT's attention input) its schedule fails lowering ("Buffer
+    matmul_intermediate_reindex_pad is used before its definition")."""
+    return len(written_params(func)) > 1
 
 
 def remapped_padded_result(func: tirx.PrimFunc) -> bool:
     """Whether a block after a reduction whose result's last two extents are not multiples of
     :data:`MATMUL_TILE` reads or writes at computed indices (anything but iterators and constants):
-    an epilogue that changes the result's layout."""
+    an epilogue that changes the result's layout. dlight's ``Matmul`` pads those axes to its tile
+    and guards the write-back with the epilogue's bound only (``i * N + j < M * N`` for a reshape
+    flattening its rows, ``out[b, i * N + j] = mm[b, i, j]``), so the padded columns overwrite
+    the next row (DLRM's interaction under APOLLO, measured wrong on an H100)."""
     blocks = []
     tvm_ffi.structural_walk(func.body, [(SBlock, blocks.append)], order="pre")
     padded = [i for i, block in enumerate(blocks)
-              if any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
-              and any(not isinstance(d, tirx.IntImm) or int(d) % MATMUL_TILE
+              if _is_reduction(block) and any(not isinstance(d, tirx.IntImm) or int(d) % MATMUL_TILE
                       for region in block.writes for d in list(region.source.shape)[-2:])]
     return bool(padded) and any(not isinstance(index.min, (tirx.Var, tirx.IntImm))
                                 for block in blocks[padded[0] + 1:]
@@ -115,3 +126,60 @@ def written_params(func: tirx.PrimFunc) -> list:
     tvm_ffi.structural_walk(func.body, [(SBlock, lambda block: written.extend(
         region.source for region in block.writes))], order="pre")
     return [param for param in func.params if any(buf.same_as(param) for buf in written)]
+
+
+def reads_reduction_partially(func: tirx.PrimFunc) -> bool:
+    """Whether a block reads a value computed from a reduction (its result, or what element-wise
+    blocks made of it) at indices that leave that buffer's shape somewhere in the block's domain:
+    the block reads it under a condition (``T.if_then_else`` of a concatenation or a pad) and
+    takes its other points from elsewhere.
+
+    dlight's ``Matmul``, ``GEMV`` and ``Reduction`` inline the epilogue and compute it at the
+    reduction's spatial loops (``reverse_compute_at``), which gives it only the points where the
+    reduction's result is read. DenseNet's conv -> concatenation -> batch norm -> ReLU -> mean, as
+    NeoFlow and GraphTurbo group it, then had the conv's channels written and the concatenated
+    earlier channels left unwritten (measured wrong on an H200; ``driver.kernel_check`` shows it
+    on the host with the thread loops serial)."""
+    blocks = []
+    tvm_ffi.structural_walk(func.body, [(SBlock, blocks.append)], order="pre")
+    derived = []
+    for block in blocks:
+        derived_reads = [region for region in block.reads if any(region.source.same_as(b) for b in derived)]
+        if derived_reads and any(_leaves_shape(region, block) for region in derived_reads):
+            return True
+        if derived_reads or _is_reduction(block):
+            derived.extend(region.source for region in block.writes)
+    return False
+
+
+def reduces_less_than_a_warp(func: tirx.PrimFunc) -> bool:
+    """Whether every reduction of ``func`` sums fewer than :data:`WARP` elements per output (a
+    3 x 3 depthwise conv sums 9). dlight's reduction rules spread one output's reduction over the
+    threads of a block (``GeneralReduction`` binds the spatial loops to blocks and splits the
+    reduction over 256 threads), which leaves all but a few threads idle and gives every output
+    element a block of its own; ``Fallback`` gives each thread whole outputs. MobileNetV2 on an
+    H200: unfused (its depthwise convs under ``Fallback``) 0.87 ms, FuseOps' groups (each
+    depthwise conv with its bias and ReLU6 under ``GeneralReduction``) 2.44 ms."""
+    blocks = []
+    tvm_ffi.structural_walk(func.body, [(SBlock, blocks.append)], order="pre")
+    sizes = [math.prod(int(iv.dom.extent) if isinstance(iv.dom.extent, tirx.IntImm) else WARP
+                       for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
+             for block in blocks if _is_reduction(block)]
+    return bool(sizes) and max(sizes) < WARP
+
+
+def _is_reduction(block) -> bool:
+    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
+
+
+def _leaves_shape(region, block) -> bool:
+    """Whether ``region`` of ``block`` reaches outside its buffer's shape over the block's domain."""
+    analyzer = tvm.sym.Analyzer()
+    for iv in block.iter_vars:
+        analyzer.bind(iv.var, iv.dom)
+    for index, extent in zip(region.region, region.source.shape):
+        low = analyzer.const_int_bound(index.min)
+        high = analyzer.const_int_bound(index.min + index.extent - 1)
+        if low.min_value < 0 or (isinstance(extent, tirx.IntImm) and high.max_value >= int(extent)):
+            return True
+    return False
