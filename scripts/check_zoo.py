@@ -10,7 +10,10 @@ passes when the compiled outputs are within ``--tol`` of PyTorch eager, relative
 largest magnitude. Prints one line per (model, target, strategy) as it finishes, then a markdown
 table; exits 1 if any row failed. A DSA target runs its kernels' C code on the host. A target whose
 device this machine lacks (a CUDA target without a GPU, or for another architecture than this
-machine's GPU) is only built: its rows say "built, not run". Targets are names or JSON dicts,
+machine's GPU) is only built: its rows say "built, not run"; with ``--host-check`` each kernel of
+such a build runs on the host CPU instead, its thread loops serial, against the same kernel before
+scheduling (``driver.kernel_check``), which catches a wrong schedule though not a race or a GPU
+lowering error. ``--fusion all`` names every strategy. Targets are names or JSON dicts,
 comma-separated (commas inside a dict do not split). ``--jobs`` checks that many models at once, in
 processes of their own.
 """
@@ -30,15 +33,20 @@ sys.path.insert(0, ROOT)
 
 import tvm
 
-from tvm_fusion_ext import zoo
+from tvm_fusion_ext import fusion_names, zoo
 from tvm_fusion_ext.driver.build import target_device
+from tvm_fusion_ext.driver.evaluation import parse_fusions
+from tvm_fusion_ext.driver.kernel_check import check_kernels
 from tvm_fusion_ext.pipelines import preprocess_passes
 from tvm_fusion_ext.testing import verify
 
+BUILT_ONLY = "built, not run (no device for this target here)"
 
-def check(name: str, targets: list[str], fusions: list[str], tol: float) -> list[dict]:
-    """Rows ``{model, target, fusion, error, seconds, ok, ran, failure}`` of one model (``ran``:
-    false where the target's device is missing and the row was only built)."""
+
+def check(name: str, targets: list[str], fusions: list[str], tol: float, host_check: bool = False) -> list[dict]:
+    """Rows ``{model, target, fusion, error, seconds, ok, ran, on_host, failure}`` of one model
+    (``ran``: false where the target's device is missing; ``on_host``: its kernels were then
+    checked one by one on the host, ``error`` being the worst kernel's)."""
     model = zoo.load(name, zoo.SMALL_ARGS[name])
     expected = model.reference_outputs()
     with tvm.target.Target("llvm"):
@@ -50,12 +58,15 @@ def check(name: str, targets: list[str], fusions: list[str], tol: float) -> list
         device = runnable_device(target)
         for fusion in fusions:
             start = time.time()
-            row = {"model": name, "target": label, "fusion": fusion}
+            row = {"model": name, "target": label, "fusion": fusion, "on_host": False}
             try:
-                executable = verify.build(mod, fusion, target)
-                if device is None:
+                if device is None and host_check:
+                    row.update(ran=False, on_host=True, **host_checked(mod, fusion, target, tol))
+                elif device is None:
+                    verify.build(mod, fusion, target)
                     row.update(error=None, ok=True, ran=False, failure="")
                 else:
+                    executable = verify.build(mod, fusion, target)
                     row["ran"] = True
                     actual = verify.run(executable, model.numpy_inputs(), device=device)
                     row["error"] = verify.max_rel_error(actual, expected)
@@ -65,11 +76,29 @@ def check(name: str, targets: list[str], fusions: list[str], tol: float) -> list
                 row.update(error=None, ok=False, ran=row.get("ran", False),
                            failure=f"{type(err).__name__}: {str(err)[:200]}")
             row["seconds"] = round(time.time() - start, 1)
-            status = "FAIL " + row["failure"] if not row["ok"] else "ok" if row["ran"] else \
-                "built, not run (no device for this target here)"
+            status = "FAIL " + row["failure"] if not row["ok"] else result_text(row)
             print(f"{name:16s} {label:14s} {fusion:12s} {status} ({row['seconds']} s)", flush=True)
             rows.append(row)
     return rows
+
+
+def host_checked(mod, fusion: str, target: tvm.target.Target, tol: float) -> dict:
+    """``error``, ``ok`` and ``failure`` of ``fusion``'s kernels for ``target`` run on the host."""
+    checks = check_kernels(mod, fusion, target, on_host=True)
+    failed = [c for c in checks if c.failure]
+    if failed:
+        return {"error": None, "ok": False, "failure": f"kernel {failed[0].name}: {failed[0].failure}"}
+    worst = max(checks, key=lambda c: c.rel_error)
+    ok = worst.rel_error < tol
+    return {"error": worst.rel_error, "ok": ok,
+            "failure": "" if ok else f"kernel {worst.name}: relative error {worst.rel_error:.1e} on the host"}
+
+
+def result_text(row: dict) -> str:
+    """A passing row's result: run on the device, checked on the host, or only built."""
+    if row["ran"]:
+        return "ok"
+    return "kernels ok on the host (threads serial)" if row.get("on_host") else BUILT_ONLY
 
 
 def runnable_device(target: tvm.target.Target):
@@ -108,11 +137,11 @@ def split_targets(text: str) -> list[str]:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| model | target | strategy | max rel. error vs PyTorch | compile + run s | result |",
+    lines = ["| model | target | strategy | max rel. error (vs PyTorch; on the host: worst kernel) | compile + run s | result |",
              "|---|---|---|---:|---:|---|"]
     for r in rows:
         error = "-" if r["error"] is None else f"{r['error']:.1e}"
-        result = r["failure"] or ("ok" if r["ran"] else "built, not run (no device for this target here)")
+        result = r["failure"] or result_text(r)
         lines.append(f"| {r['model']} | {r['target']} | {r['fusion']} | {error} | {r['seconds']} | {result} |")
     return "\n".join(lines)
 
@@ -125,16 +154,25 @@ def main(argv=None) -> int:
     parser.add_argument("--tol", type=float, default=1e-4, help="largest relative error allowed")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     parser.add_argument("--jobs", type=int, default=1, help="models checked at once (processes)")
+    parser.add_argument("--host-check", action="store_true",
+                        help="where this machine lacks a target's device, check each kernel on the host CPU")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.models.split(",")) - set(zoo.model_names()))
     if unknown:
         parser.error(f"unknown zoo models: {', '.join(unknown)}")
-    names, targets, fusions = args.models.split(","), split_targets(args.targets), args.fusion.split(",")
+    try:
+        fusions = parse_fusions(args.fusion)
+    except ValueError as err:
+        parser.error(str(err))
+    references = [f for f in fusions if f not in fusion_names()]
+    if references:
+        parser.error(f"{', '.join(references)}: not a fusion strategy (check_zoo compares with PyTorch itself)")
+    names, targets = args.models.split(","), split_targets(args.targets)
     if args.jobs > 1:
         with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            per_model = list(pool.map(check, names, *zip(*[(targets, fusions, args.tol)] * len(names))))
+            per_model = list(pool.map(check, names, *zip(*[(targets, fusions, args.tol, args.host_check)] * len(names))))
     else:
-        per_model = [check(name, targets, fusions, args.tol) for name in names]
+        per_model = [check(name, targets, fusions, args.tol, args.host_check) for name in names]
     rows = [row for model_rows in per_model for row in model_rows]
     print(markdown(rows))
     if args.json:
