@@ -63,6 +63,21 @@ class ResidualLayerNorm:
         return b
 
 
+@I.ir_module
+class ProjectionToHeads:
+    """ViT's query projection and its split into heads: 197 tokens, not a multiple of Matmul's
+    64-row tile, so Matmul declines the matmul with the head transpose in its epilogue."""
+
+    @R.function
+    def main(x: R.Tensor((197, 256), "float32")):
+        with R.dataflow():
+            a = R.matmul(x, R.const(W1))
+            b = R.reshape(a, (197, 4, 64))
+            c = R.permute_dims(b, (1, 0, 2))
+            R.output(c)
+        return c
+
+
 def _graph(mod):
     with CUDA:
         return build_graphs(tvm.transform.Sequential(preprocess_passes())(mod))[0]
@@ -105,6 +120,18 @@ def test_a_layer_norm_chain_a_reduction_rule_takes_is_accepted():
     assert _rule(graph, [0, 1]) in ROW_RULES
     verdict = profitability_for(CUDA).verdict(graph, [[0], [1]])
     assert verdict.profitable and verdict.gain_s > 0, verdict.describe()
+
+
+def test_a_matmul_with_a_block_per_output_element_is_refused():
+    """``GeneralReduction`` gives each of the 50 432 output elements a block of its own: predicted
+    in waves of blocks, far above the tiled matmul and its transpose apart (ViT under APOLLO ran
+    at 0.25x of ``stock`` on an H200 with such kernels)."""
+    graph = _graph(ProjectionToHeads)
+    assert _rule(graph, [0]) is dl.gpu.Matmul and _rule(graph, [0, 1, 2]) is dl.gpu.GeneralReduction
+    verdict = profitability_for(CUDA).verdict(graph, [[0], [1, 2]])
+    assert not verdict.profitable and verdict.fused_s > 2 * verdict.parts_s, verdict.describe()
+    spec = GPUKernelModel(CUDA).spec
+    assert gpu_model.block_per_output_seconds(197, 256, spec) < 2e-6  # a layer norm's rows: one wave
 
 
 def test_a_serial_reduction_costs_its_steps_and_a_tiled_one_its_flops():

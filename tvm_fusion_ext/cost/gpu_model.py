@@ -15,7 +15,11 @@ output element to one thread and runs that element's whole reduction serially in
               + sum over reduction blocks of reduction_seconds(block, rule)
 
 with, for a reduction block of ``ops`` operations over ``outputs`` elements each ``length`` steps
-long, ``ops / (fp32_flops * RULE_EFFICIENCY[rule])`` for a tiled or cross-thread rule, and for
+long, ``ops / (fp32_flops * RULE_EFFICIENCY[rule])`` for a tiled or cross-thread rule (for the
+rules that give every output element a block of 256 threads, ``GeneralReduction`` and
+``SharedRowReduction``, no less than the waves of those blocks take:
+:func:`block_per_output_seconds`; ViT under APOLLO ran at 0.25x of ``stock`` on an H200 with
+matmuls ``Matmul`` declined and ``GeneralReduction`` took), and for
 ``Fallback`` the serial chain: ``waves * length * SERIAL_STEP_CYCLES / clock_hz``, ``waves`` being
 ``ceil(outputs / (num_cores * max_threads_per_sm))`` (no faster than its throughput bound at
 ``ELEMENTWISE_EFFICIENCY``). ``bytes`` are the kernel's parameters and the intermediates the
@@ -67,6 +71,9 @@ SERIAL_STEP_CYCLES = 200
 ELEMENTWISE_EFFICIENCY = 0.25
 TILED_EFFICIENCY = 0.08
 CROSS_THREAD_EFFICIENCY = 0.05
+# Rules giving each output element a block of its own, and that block's threads.
+BLOCK_PER_OUTPUT_RULES = (dl.gpu.GeneralReduction, SharedRowReduction)
+REDUCTION_BLOCK_THREADS = 256
 # Fraction of the float32 peak a reduction reaches under each rule (``Fallback``: serial, above).
 RULE_EFFICIENCY = {FlashAttention: TILED_EFFICIENCY, dl.gpu.Matmul: TILED_EFFICIENCY,
                    dl.gpu.GEMV: CROSS_THREAD_EFFICIENCY, dl.gpu.Reduction: CROSS_THREAD_EFFICIENCY,
@@ -123,13 +130,28 @@ class GPUKernelModel:
         resident = spec.num_cores * spec.max_threads_per_sm
         efficiency = RULE_EFFICIENCY.get(type(rule))
         for ops, outputs, length in reductions:
-            if efficiency is not None:
+            if isinstance(rule, BLOCK_PER_OUTPUT_RULES):
+                compute += max(ops / (spec.fp32_flops * efficiency), block_per_output_seconds(outputs, length, spec))
+            elif efficiency is not None:
                 compute += ops / (spec.fp32_flops * efficiency)
             else:
                 serial = math.ceil(outputs / resident) * length * SERIAL_STEP_CYCLES / spec.clock_hz
                 compute += max(serial, ops / (spec.fp32_flops * ELEMENTWISE_EFFICIENCY))
         return (launch_count(scheduled) * spec.launch_seconds
                 + max(global_bytes(scheduled) / spec.dram_bandwidth, compute))
+
+
+def block_per_output_seconds(outputs: int, length: float, spec: GPUSpec) -> float:
+    """Seconds of a reduction under a rule that gives each output element a thread block of
+    :data:`REDUCTION_BLOCK_THREADS` threads (``GeneralReduction`` fuses the spatial loops into
+    ``blockIdx.x`` and splits the reduction over ``threadIdx.x``,
+    ``python/tvm/s_tir/dlight/gpu/general_reduction.py``): ``outputs`` blocks run in waves of as
+    many as the SMs hold, each block ``length / threads`` serial steps and a ``log2(threads)``-step
+    tree across its threads. Cheap for a layer norm's hundreds of rows, far slower than a tiled
+    ``Matmul`` for a matmul's hundreds of thousands of output elements."""
+    resident = spec.num_cores * spec.max_threads_per_sm // REDUCTION_BLOCK_THREADS
+    steps = math.ceil(length / REDUCTION_BLOCK_THREADS) + math.log2(REDUCTION_BLOCK_THREADS)
+    return math.ceil(outputs / resident) * steps * SERIAL_STEP_CYCLES / spec.clock_hz
 
 
 def block_work(func: tirx.PrimFunc) -> tuple[float, list[tuple[float, int, float]]]:
