@@ -203,3 +203,26 @@ def test_a_merge_across_an_attention_kernel_is_refused_without_predicting_a_kern
     verdict = ProfitabilityCheck(TARGET, model=model).verdict(graph, [group.members, [consumer]])
     assert not verdict.profitable and verdict.gain_s == -np.inf and verdict.refused, verdict.describe()
     assert model.predicted == []
+
+
+def test_a_step_inside_an_attention_kernel_is_judged_only_as_a_final_group():
+    """A merge strictly inside an attention group is a step towards the kernel the rule takes
+    whole (NeoFlow's search), left to the strategy; as a finished group (APOLLO checks its groups
+    with ``final``) it is a kernel of its own and is predicted like any group."""
+    pytest.importorskip("torch")
+    from tvm_fusion_ext.analysis.graph import OpPattern, build_graphs
+    from tvm_fusion_ext.cost import ProfitabilityCheck
+    from tvm_fusion_ext.cost.attention_groups import attention_groups
+    from tvm_fusion_ext.pipelines import preprocess_passes
+
+    mod = zoo.load("bert_base", {"seq": 32, "layers": 1}).relax("torch")
+    with TARGET:
+        mod = tvm.transform.Sequential(preprocess_passes())(mod)
+    (graph,) = build_graphs(mod)
+    (group,) = attention_groups(graph, TARGET)
+    matmul = next(m for m in sorted(group.members) if graph.nodes[m].pattern >= OpPattern.OUT_EWISE_FUSABLE)
+    step = [matmul, next(c for c in graph.nodes[matmul].outputs if c in group.members)]
+    check = ProfitabilityCheck(TARGET)
+    assert check.verdict(graph, [[n] for n in step]).fused_s is None
+    final = check.verdict(graph, [[n] for n in step], final=True)
+    assert final.fused_s is not None and final.parts_s is not None, final.describe()

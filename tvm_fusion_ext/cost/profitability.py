@@ -142,14 +142,16 @@ class ProfitabilityCheck:
             return predict()
         return self.model.remembered(signature, predict)
 
-    def verdict(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> Verdict:
+    def verdict(self, graph: DataflowGraph, parts: Iterable[Iterable[int]], final: bool = False) -> Verdict:
         """Merging ``parts`` (disjoint groups) into one kernel, against keeping them apart.
 
         Around attention groups (:func:`~.attention_groups.attention_groups`, the groups the
         target's attention rule - FlashAttention, CPUAttention - schedules as one kernel): a merge
         that stays strictly inside one gets no prediction: the steps towards the kernel the rule
         takes whole are kernels of the other rules (``Fallback`` on a GPU, one plain loop nest
-        per op on a CPU), and the strategy's decision stands for them. A merge that takes an op of
+        per op on a CPU), and the strategy's decision stands for them. With ``final`` the merge
+        is a kernel as it will be built, not a step (APOLLO checks its finished groups), and one
+        strictly inside an attention group is judged as any group. A merge that takes an op of
         one's core together with an op outside it is refused without predicting anything: its
         kernel is no attention, and once formed it keeps the attention from the rule for good.
         Anything else, the whole group
@@ -174,7 +176,7 @@ class ProfitabilityCheck:
         parts = [frozenset(p) for p in parts]
         union = frozenset().union(*parts)
         for group in attention_groups(graph, self.target, self.model.remembered):
-            if union < group.members:
+            if union < group.members and not final:
                 return Verdict(None, None, "part of an attention kernel one rule takes whole")
             if union & group.core and not union <= group.members:
                 return Verdict(None, None, refused="it takes ops of an attention kernel one rule "

@@ -221,7 +221,7 @@ class ApolloFusion:
         compile, so a group refused for its predicted time is never compiled (its verdict comes
         from the prediction store on a second compile of the model); a group predicted to make no
         single kernel is left to the downstream compiler, whose error is the better reason."""
-        verdict = profit.verdict(graph, [[n] for n in group])
+        verdict = profit.verdict(graph, [[n] for n in group], final=True)
         if self.check_downstream and verdict.fused_s is not None and math.isinf(verdict.fused_s):
             return None
         if not verdict.profitable:
