@@ -19,6 +19,7 @@ import tvm_fusion_ext
 from tvm_fusion_ext.backends import backend_for
 from tvm_fusion_ext.backends.cuda import CUDABackend
 from tvm_fusion_ext.driver.build import build, run
+from tvm_fusion_ext.driver.kernel_check import check_kernels
 from tvm_fusion_ext.driver.kernel_times import device_kernels
 from tvm_fusion_ext.hardware import GPUSpec, spec_for_target
 from tvm_fusion_ext.pipelines import pipeline
@@ -227,3 +228,15 @@ def test_matmul_guard_declines_padded_results_whose_layout_an_epilogue_changes(r
     assert remapped_padded_result(func) is declined
     guarded = DeclineWhere(dl.gpu.Matmul(), remapped_padded_result).apply(func, tvm.target.Target(TARGET), False)
     assert (guarded is None) is declined
+
+
+@pytest.mark.parametrize("fusion", ["neoflow", "graphturbo"])
+def test_densenet_kernels_compute_their_function_on_the_host(fusion):
+    """DenseNet's last block (conv -> concatenation -> batch norm -> ReLU -> mean), grouped whole by
+    NeoFlow and GraphTurbo, was scheduled by dlight's Reduction with the concatenated channels left
+    unwritten (wrong on an H200). Every kernel of the sm_90 build, run on the host with its thread
+    loops serial, equals the same kernel before scheduling."""
+    checks = check_kernels(_model("densenet121").relax("torch"), fusion, tvm.target.Target(TARGET), on_host=True)
+    assert checks and not [c for c in checks if c.failure], [c for c in checks if c.failure]
+    worst = max(checks, key=lambda c: c.rel_error)
+    assert worst.rel_error < REL_TOL, worst
