@@ -6,15 +6,21 @@
 #
 #     scripts/gpu_checks.sh OUT_DIR [BUDGET_SECONDS]        # default budget 540 s
 #
-# Run from the repository root with TVM importable (scripts/bundle_tvm.sh bundles it) and python3
-# holding PyTorch for CUDA.
-set -u
+# Run from the repository root with python3 holding PyTorch for CUDA, and TVM importable, or with
+# TVM_BUNDLE naming a folder scripts/bundle_tvm.sh wrote (unpacked to /tmp/tvm_site first).
+set -u -o pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUT_DIR [BUDGET_SECONDS]}
 budget=${2:-540}
 start=$(date +%s)
 until_share() { local left=$(( budget * $1 / 100 - ($(date +%s) - start) )); echo $(( left > 1 ? left : 1 )); }
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+if [ -n "${TVM_BUNDLE:-}" ]; then
+    mkdir -p /tmp/tvm_site
+    tar -xJf "$TVM_BUNDLE/tvm_py.tar.xz" -C /tmp/tvm_site && tar -xJf "$TVM_BUNDLE/tvm_ffi.tar.xz" -C /tmp/tvm_site \
+        && xz -dc "$TVM_BUNDLE/libtvm_compiler.so.xz" > /tmp/tvm_site/tvm/lib/libtvm_compiler.so || exit 1
+    export PYTHONPATH="/tmp/tvm_site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
 python3 -c "import tvm; d = tvm.cuda(); print('tvm', tvm.__version__, d.exist, d.device_name, d.compute_version)" \
     | tee -a "$out/gpu.txt" || exit 1
