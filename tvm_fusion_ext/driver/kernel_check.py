@@ -48,9 +48,9 @@ def check_kernels(mod: tvm.IRModule, fusion: str, target: tvm.target.Target, see
     results = []
     for scheduled_name, fused_name in pairs.items():
         scheduled, reference = scheduled_mod[scheduled_name], fused_mod[fused_name]
-        if on_host:  # a kernel TVM's legalisation already bound to threads is so before scheduling too
-            scheduled, reference = threads_as_serial_loops(scheduled), threads_as_serial_loops(reference)
         try:
+            if on_host:  # a kernel TVM's legalisation already bound to threads is so before scheduling too
+                scheduled, reference = threads_as_serial_loops(scheduled), threads_as_serial_loops(reference)
             results.append(KernelCheck(scheduled_name, compare_kernel(scheduled, reference, target, device, rng)))
         except Exception as err:  # noqa: BLE001 - report the kernel and go on with the next
             results.append(KernelCheck(scheduled_name, None, f"{type(err).__name__}: {str(err).splitlines()[0]}"))
