@@ -240,3 +240,4 @@ def test_densenet_kernels_compute_their_function_on_the_host(fusion):
     assert checks and not [c for c in checks if c.failure], [c for c in checks if c.failure]
     worst = max(checks, key=lambda c: c.rel_error)
     assert worst.rel_error < REL_TOL, worst
+

@@ -20,7 +20,7 @@ from tvm_fusion_ext.cost.gpu_model import GPUKernelModel, block_work, scheduling
 from tvm_fusion_ext.pipelines import fusion_pipeline, preprocess_passes
 from tvm_fusion_ext.tir_passes.flash_attention import FlashAttention
 from tvm_fusion_ext.tir_passes.gpu_row_stitch import SharedRowReduction
-from tvm_fusion_ext.tir_passes.gpu_rules import cuda_schedule_rules
+from tvm_fusion_ext.tir_passes.gpu_rules import chains_contractions, cuda_schedule_rules
 
 CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_90"})
 _rng = np.random.default_rng(1)
@@ -78,6 +78,26 @@ class ProjectionToHeads:
         return c
 
 
+W_PROJECT = _rng.standard_normal((96, 576, 1, 1)).astype("float32") * 0.05
+W_EXPAND = _rng.standard_normal((576, 96, 1, 1)).astype("float32") * 0.05
+
+
+@I.ir_module
+class ProjectionThenExpansion:
+    """MobileNetV2's projection conv, its residual add, and the next block's expansion conv with
+    ReLU6, as NeoFlow groups them."""
+
+    @R.function
+    def main(x: R.Tensor((1, 576, 2, 2), "float32"), r: R.Tensor((1, 96, 2, 2), "float32")):
+        with R.dataflow():
+            a = R.nn.conv2d(x, R.const(W_PROJECT))
+            b = R.add(a, r)
+            c = R.nn.conv2d(b, R.const(W_EXPAND))
+            d = R.clip(c, 0, 6)
+            R.output(d)
+        return d
+
+
 def _graph(mod):
     with CUDA:
         return build_graphs(tvm.transform.Sequential(preprocess_passes())(mod))[0]
@@ -132,6 +152,17 @@ def test_a_matmul_with_a_block_per_output_element_is_refused():
     assert not verdict.profitable and verdict.fused_s > 2 * verdict.parts_s, verdict.describe()
     spec = GPUKernelModel(CUDA).spec
     assert gpu_model.block_per_output_seconds(197, 256, spec) < 2e-6  # a layer norm's rows: one wave
+
+
+def test_two_convs_in_one_kernel_are_left_to_fallback_and_refused():
+    """``GeneralReduction`` would compute the projection conv again in every output element's
+    block of the expansion conv (``chains_contractions``): the chain leaves the kernel to
+    ``Fallback``, and the check refuses it against the two convs under ``Matmul``."""
+    graph = _graph(ProjectionThenExpansion)
+    assert chains_contractions(fused_kernel(graph, [0, 1, 2, 3]))
+    assert _rule(graph, [0, 1, 2, 3]) is dl.gpu.Fallback
+    verdict = profitability_for(CUDA).verdict(graph, [[0, 1], [2, 3]])
+    assert not verdict.profitable, verdict.describe()
 
 
 def test_a_serial_reduction_costs_its_steps_and_a_tiled_one_its_flops():

@@ -151,3 +151,4 @@ def test_a_reduction_shorter_than_a_warp_gets_a_thread_per_output():
     scheduled = _cuda_schedule(short, cuda_schedule_rules())
     error = compare_kernel(threads_as_serial_loops(scheduled), short, "llvm", tvm.cpu(), np.random.default_rng(0))
     assert error < 1e-5
+

@@ -7,7 +7,7 @@ The chain follows TVM's default CUDA pipeline (``python/tvm/relax/backend/cuda/p
 stitching, section 4.2) and ``GeneralReduction``, each behind :class:`DeclineOnAssertion` and
 :class:`DeclineWhere` with the kernel forms it gets wrong or schedules badly
 (:func:`writes_several_params`, :func:`remapped_padded_result`, :func:`reads_reduction_partially`,
-:func:`reduces_less_than_a_warp`), and ``Fallback`` last. dlight's
+:func:`reduces_less_than_a_warp`, :func:`chains_contractions`), and ``Fallback`` last. dlight's
 ``ApplyDefaultSchedule`` (``python/tvm/s_tir/dlight/base/transform.py``) gives a kernel the schedule
 of the first rule whose ``apply`` returns one. The backend (``backends/cuda.py``) schedules with
 this chain and the GPU profitability check (``cost/gpu_model.py``) predicts from it.
@@ -19,10 +19,11 @@ import math
 
 import tvm
 import tvm_ffi
-from tvm import tirx
+from tvm import s_tir, tirx
 from tvm.s_tir import dlight as dl
 from tvm.s_tir.stmt import SBlock
 
+from .analysis import analyze_blocks
 from .flash_attention import FlashAttention
 from .gpu_row_stitch import SharedRowReduction
 
@@ -84,8 +85,9 @@ def cuda_schedule_rules() -> tuple[dl.ScheduleRule, ...]:
         DeclineWhere(dl.gpu.Matmul(), writes_several_params, remapped_padded_result, reads_reduction_partially),
         DeclineWhere(dl.gpu.GEMV(), reads_reduction_partially, reduces_less_than_a_warp),
         DeclineWhere(dl.gpu.Reduction(), reads_reduction_partially, reduces_less_than_a_warp),
-        DeclineWhere(SharedRowReduction(), reduces_less_than_a_warp),
-        DeclineWhere(dl.gpu.GeneralReduction(), reduces_less_than_a_warp))), dl.gpu.Fallback())
+        DeclineWhere(SharedRowReduction(), reduces_less_than_a_warp, chains_contractions),
+        DeclineWhere(dl.gpu.GeneralReduction(), reduces_less_than_a_warp, chains_contractions))),
+        dl.gpu.Fallback())
 
 
 def innermost_rule(rule: dl.ScheduleRule) -> dl.ScheduleRule:
@@ -166,6 +168,20 @@ def reduces_less_than_a_warp(func: tirx.PrimFunc) -> bool:
                        for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
              for block in blocks if _is_reduction(block)]
     return bool(sizes) and max(sizes) < WARP
+
+
+def chains_contractions(func: tirx.PrimFunc) -> bool:
+    """Whether ``func`` holds two contractions or more (matmuls, convs: reductions walking every
+    operand along a reduction axis, :attr:`~.analysis.BlockInfo.is_contraction`). dlight's
+    ``GeneralReduction`` computes every block before the last reduction inside the last one's
+    thread blocks, one per output element, so an earlier contraction is computed again for every
+    output element that reads it: MobileNetV2's projection conv and the next block's expansion
+    conv, as NeoFlow groups them, hold 2x to 386x the reduction operations of the unscheduled
+    kernel once scheduled (test size). ``Fallback`` computes each contraction once."""
+    infos = analyze_blocks(s_tir.Schedule(func))
+    if infos is None:
+        return False
+    return sum(info.is_contraction for _, info in infos) >= 2
 
 
 def _is_reduction(block) -> bool:
