@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import tvm
-import tvm_ffi
 from tvm import s_tir, tirx
 
+from ..tir_passes.analysis import sblocks
 from ..tir_passes.gpu_rules import written_params
 from .build import build_with_phases, max_rel_error, random_array, target_device
 from .kernel_times import called_kernels
@@ -87,9 +87,7 @@ def threads_as_serial_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     serial loop and its shared-memory buffers global, so a GPU schedule compiles for and runs on
     the host CPU in its sequential order."""
     sch = s_tir.Schedule(func.with_body(_serial(func.body)))
-    blocks = []
-    tvm_ffi.structural_walk(sch.mod["main"].body, [(s_tir.SBlock, blocks.append)], order="pre")
-    for block in blocks:
+    for block in sblocks(sch.mod["main"]):
         for index, region in enumerate(block.writes):
             if region.source.scope() in GPU_ONLY_SCOPES:
                 sch.set_scope(sch.get_sblock(block.name_hint), index, "global")

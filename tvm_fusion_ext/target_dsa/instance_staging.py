@@ -44,7 +44,7 @@ from tvm import s_tir, tirx
 
 from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate, live_peak
-from ..tir_passes.analysis import block_names, compact_buffers, divisors, try_primitive
+from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_reduction, try_primitive
 from .intrinsics import tensorize_func
 from .kernel_model import (
     CORES,
@@ -68,7 +68,6 @@ from .tir_helpers import (
     buffer_bytes,
     elem_bytes,
     enclosing_only,
-    is_reduction,
     leaf_blocks,
     live_ranges,
     realizes,

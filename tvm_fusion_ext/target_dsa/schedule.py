@@ -34,14 +34,14 @@ from tvm import s_tir, tirx
 from ..ir_utils import SCHEDULED_ATTR, is_scheduled, with_functions
 from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR, SubgraphPlan
 from ..registration import register_pass
-from ..tir_passes.analysis import block_names, compact_buffers, divisors, sblocks, try_primitive
+from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_reduction, sblocks, try_primitive
 from .instance_schedule import schedule_subgraph
 from .instance_staging import Unsupported
 from .intrinsics import loop_iter_types, tensorize_contractions
 from .kernel_model import CORES, DOUBLE_BUFFER, TILE, indexed_by_data, kernel_model, level_of, total_ops
 from .simulator import fits
 from .spec import DSASpec
-from .tir_helpers import GB, LB, alloc_buffers, is_reduction
+from .tir_helpers import GB, LB, alloc_buffers
 
 # Search limits of the untuned choice: tile shapes (largest first) and K chunks per tile.
 MAX_TILE_CANDIDATES = 8

@@ -63,10 +63,6 @@ def vars_in(expr) -> list:
     return out
 
 
-def is_reduction(block) -> bool:
-    return any(iv.iter_type == 2 for iv in block.iter_vars)
-
-
 def elem_bytes(buf) -> int:
     dtype = tvm.runtime.DataType(str(buf.dtype))
     return max(1, dtype.bits * dtype.lanes // 8)

@@ -40,7 +40,7 @@ class BlockInfo:
 
     @property
     def is_reduction(self) -> bool:
-        return any(iv.iter_type == REDUCE for iv in self.block.iter_vars)
+        return is_reduction(self.block)
 
     @property
     def spatial_positions(self) -> list[int]:
@@ -429,6 +429,11 @@ def is_const_one(expr) -> bool:
 
 def _is_int(expr) -> bool:
     return isinstance(expr, tirx.IntImm)
+
+
+def is_reduction(block) -> bool:
+    """Whether ``block`` has a reduction iterator."""
+    return any(iv.iter_type == REDUCE for iv in block.iter_vars)
 
 
 def sblocks(func: tirx.PrimFunc, order: str = "pre") -> list:

@@ -18,12 +18,10 @@ from __future__ import annotations
 import math
 
 import tvm
-import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir import dlight as dl
-from tvm.s_tir.stmt import SBlock
 
-from .analysis import analyze_blocks
+from .analysis import analyze_blocks, is_reduction, sblocks
 from .flash_attention import FlashAttention
 from .gpu_row_stitch import SharedRowReduction
 
@@ -112,10 +110,9 @@ def remapped_padded_result(func: tirx.PrimFunc) -> bool:
     and guards the write-back with the epilogue's bound only (``i * N + j < M * N`` for a reshape
     flattening its rows, ``out[b, i * N + j] = mm[b, i, j]``), so the padded columns overwrite
     the next row (DLRM's interaction under APOLLO, measured wrong on an H100)."""
-    blocks = []
-    tvm_ffi.structural_walk(func.body, [(SBlock, blocks.append)], order="pre")
+    blocks = sblocks(func)
     padded = [i for i, block in enumerate(blocks)
-              if _is_reduction(block) and any(not isinstance(d, tirx.IntImm) or int(d) % MATMUL_TILE
+              if is_reduction(block) and any(not isinstance(d, tirx.IntImm) or int(d) % MATMUL_TILE
                       for region in block.writes for d in list(region.source.shape)[-2:])]
     return bool(padded) and any(not isinstance(index.min, (tirx.Var, tirx.IntImm))
                                 for block in blocks[padded[0] + 1:]
@@ -124,9 +121,7 @@ def remapped_padded_result(func: tirx.PrimFunc) -> bool:
 
 def written_params(func: tirx.PrimFunc) -> list:
     """The buffer parameters of ``func`` that some block writes."""
-    written = []
-    tvm_ffi.structural_walk(func.body, [(SBlock, lambda block: written.extend(
-        region.source for region in block.writes))], order="pre")
+    written = [region.source for block in sblocks(func) for region in block.writes]
     return [param for param in func.params if any(buf.same_as(param) for buf in written)]
 
 
@@ -142,14 +137,12 @@ def reads_reduction_partially(func: tirx.PrimFunc) -> bool:
     NeoFlow and GraphTurbo group it, then had the conv's channels written and the concatenated
     earlier channels left unwritten (measured wrong on an H200; ``driver.kernel_check`` shows it
     on the host with the thread loops serial)."""
-    blocks = []
-    tvm_ffi.structural_walk(func.body, [(SBlock, blocks.append)], order="pre")
     derived = []
-    for block in blocks:
+    for block in sblocks(func):
         derived_reads = [region for region in block.reads if any(region.source.same_as(b) for b in derived)]
         if derived_reads and any(_leaves_shape(region, block) for region in derived_reads):
             return True
-        if derived_reads or _is_reduction(block):
+        if derived_reads or is_reduction(block):
             derived.extend(region.source for region in block.writes)
     return False
 
@@ -162,11 +155,9 @@ def reduces_less_than_a_warp(func: tirx.PrimFunc) -> bool:
     element a block of its own; ``Fallback`` gives each thread whole outputs. MobileNetV2 on an
     H200: unfused (its depthwise convs under ``Fallback``) 0.87 ms, FuseOps' groups (each
     depthwise conv with its bias and ReLU6 under ``GeneralReduction``) 2.44 ms."""
-    blocks = []
-    tvm_ffi.structural_walk(func.body, [(SBlock, blocks.append)], order="pre")
     sizes = [math.prod(int(iv.dom.extent) if isinstance(iv.dom.extent, tirx.IntImm) else WARP
                        for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
-             for block in blocks if _is_reduction(block)]
+             for block in sblocks(func) if is_reduction(block)]
     return bool(sizes) and max(sizes) < WARP
 
 
@@ -182,10 +173,6 @@ def chains_contractions(func: tirx.PrimFunc) -> bool:
     if infos is None:
         return False
     return sum(info.is_contraction for _, info in infos) >= 2
-
-
-def _is_reduction(block) -> bool:
-    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
 
 
 def _leaves_shape(region, block) -> bool:
