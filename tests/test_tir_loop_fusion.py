@@ -431,3 +431,40 @@ def test_broadcasting_epilogue_stays_out_of_the_micro_kernel_write_back():
     out = tvm.runtime.empty((1, 48, 24, 24), "float32")
     lib["main"](*[tvm.runtime.tensor(a) for a in args], out)
     np.testing.assert_allclose(out.numpy(), args[2] * gate[None, :, None, None], rtol=1e-5, atol=1e-5)
+
+
+def test_a_gate_read_by_every_pixel_is_computed_once_per_channel():
+    """Squeeze-excite's gate ``sigmoid(conv(s, w) + b)`` scales a whole 24 x 24 map. Inlined into
+    the scale it would be evaluated for every pixel (576 sigmoids per channel); the schedule keeps
+    it as a block of 48 points in the anchor's write-back, and the scale only multiplies."""
+    bb = relax.BlockBuilder()
+    s = relax.Var("s", relax.TensorType((1, 6, 1, 1), "float32"))
+    w = relax.Var("w", relax.TensorType((48, 6, 1, 1), "float32"))
+    b = relax.Var("b", relax.TensorType((1, 48, 1, 1), "float32"))
+    x = relax.Var("x", relax.TensorType((1, 48, 24, 24), "float32"))
+    with bb.function("main", [s, w, b, x]):
+        with bb.dataflow():
+            gate = relax.op.sigmoid(relax.op.add(relax.op.nn.conv2d(s, w), b))
+            y = bb.emit_output(relax.op.multiply(x, gate))
+        bb.emit_func_output(y)
+    sch = AnchorLoopFusion(AVX2).apply(_fused_kernel(bb.get()), tvm.target.Target("llvm"), False)
+    assert sch is not None
+    scheduled = sch.mod["main"]
+    math_ops = {tvm.ir.Op.get("tirx.sigmoid"), tvm.ir.Op.get("tirx.exp")}
+
+    def evaluates_gate(block) -> bool:
+        calls = []
+        tvm_ffi.structural_walk(block.body, [(tvm.ir.Call, calls.append)])
+        return any(any(call.op.same_as(op) for op in math_ops) for call in calls)
+
+    gates = [block for block in sblocks(scheduled) if block.name_hint != "root" and evaluates_gate(block)]
+    assert gates and all(math.prod(int(iv.dom.extent) for iv in g.iter_vars) == 48 for g in gates)
+    assert all(g.name_hint != "T_multiply" for g in gates)
+    rng = np.random.default_rng(3)
+    args = [rng.uniform(-1, 1, shape).astype("float32")
+            for shape in ((1, 6, 1, 1), (48, 6, 1, 1), (1, 48, 1, 1), (1, 48, 24, 24))]
+    logits = np.einsum("c,fc->f", args[0][0, :, 0, 0], args[1][:, :, 0, 0]) + args[2][0, :, 0, 0]
+    lib = tvm.compile(tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}), target="llvm")
+    out = tvm.runtime.empty((1, 48, 24, 24), "float32")
+    lib["main"](*[tvm.runtime.tensor(a) for a in args], out)
+    np.testing.assert_allclose(out.numpy(), args[3] / (1 + np.exp(-logits))[None, :, None, None], rtol=1e-5, atol=1e-5)

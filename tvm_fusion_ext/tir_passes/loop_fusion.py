@@ -49,6 +49,7 @@ import math
 from collections.abc import Callable, Collection
 
 import tvm
+import tvm_ffi
 from tvm import s_tir, sym, tirx
 
 from ..hardware import HardwareSpec
@@ -88,6 +89,10 @@ _MIN_LANES = 4
 # A contraction is padded to vector-lane multiples only while that adds at most this fraction of
 # work (ViT's 197 x 197 scores padded to 208 x 208 add 11%).
 _MAX_PADDING_WASTE = 0.25
+# Intrinsics that cost tens of instructions per element once lowered (``tir_passes.vector_exp`` and
+# its siblings expand them into polynomials).
+_MATH_OPS = frozenset(f"tirx.{name}" for name in ("exp", "exp2", "exp10", "log", "log2", "log10", "tanh",
+                                                   "sigmoid", "erf", "sqrt", "rsqrt", "pow", "sin", "cos"))
 
 
 class AnchorLoopFusion(SpecScheduleRule):
@@ -336,7 +341,31 @@ def inline_injective(sch: s_tir.Schedule, infos: list[BlockInfo], anchor_name: s
                 and any(sch.get(c).name_hint == anchor_name for c in sch.get_consumers(rv))
                 and einsum_anchor()):
             continue
+        if not before_anchor and _recomputed_per_broadcast(sch, rv):
+            continue
         try_primitive(sch.compute_inline, rv)
+
+
+def _recomputed_per_broadcast(sch: s_tir.Schedule, rv) -> bool:
+    """Whether inlining block ``rv`` would evaluate a transcendental function or a division once
+    per element of a consumer that reads each of its results many times: squeeze-excite's
+    ``sigmoid`` of ``C`` channel weights, read by the scale of a ``H x W x C`` feature map, would run
+    ``H x W`` times per channel (EfficientNet-B0's 56 x 56 x 144 scale: 3136 sigmoids per
+    channel). Such a block stays, and is computed once per result in the anchor's write-back."""
+    block = sch.get(rv)
+    if not _has_costly_op(block.body):
+        return False
+    points = math.prod(int(iv.dom.extent) for iv in block.iter_vars)
+    return any(math.prod(int(iv.dom.extent) for iv in sch.get(c).iter_vars) >= 2 * points
+               for c in sch.get_consumers(rv))
+
+
+def _has_costly_op(stmt) -> bool:
+    """Whether ``stmt`` calls a math function (``exp``, ``tanh``, ``sigmoid``, ...) or divides floats."""
+    calls, divisions = [], []
+    tvm_ffi.structural_walk(stmt, [(tvm.ir.Call, calls.append), (tirx.Div, divisions.append)])
+    return (any(isinstance(c.op, tvm.ir.Op) and c.op.name in _MATH_OPS for c in calls)
+            or any(str(d.ty).startswith("float") for d in divisions))
 
 
 def _plan_tiles(anchor: BlockInfo, producers: list[BlockInfo], spec: HardwareSpec,
