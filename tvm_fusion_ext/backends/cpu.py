@@ -16,7 +16,9 @@ epilogue leave ``i // 197 * 197 + i % 197`` indices that LLVM cannot see through
 with such an epilogue (ViT's MLP up-projection with its GELU, batch 8) kept its accumulators in
 memory and ran 2.2x slower than the GEMM and the GELU as two kernels; ``tuned`` first applies the MetaSchedule records of the database in scope
 (``ms.database``) and gives whatever the database lacks the untuned schedule. Lowering is TVM's
-own, from ``python/tvm/relax/backend/cpu_generic/pipeline.py``.
+own, from ``python/tvm/relax/backend/cpu_generic/pipeline.py``, with the tuples of several-output
+kernels forwarded to their items between dataflow lowering and memory planning
+(:data:`DROP_TUPLE_ALIASES`).
 """
 
 from __future__ import annotations
@@ -53,4 +55,11 @@ class CPUBackend:
         return untuned
 
     def lowering_passes(self, target: tvm.target.Target) -> list:
-        return cpu_generic.dataflow_lower_passes(target) + cpu_generic.finalize_passes(target)
+        return [*cpu_generic.dataflow_lower_passes(target), *DROP_TUPLE_ALIASES, *cpu_generic.finalize_passes(target)]
+
+
+# ``CallTIRRewrite`` leaves ``lv = (alloc, alloc1); a = lv[0]; b = lv[1]`` after every kernel with
+# several outputs. Forwarding the items and dropping the unused tuple saves the VM a
+# ``vm.builtin.make_tuple`` call per such kernel (and a kill per alias): APOLLO's unrolled LSTM had
+# 31 more such calls per run than stock's, at a few microseconds per kernel of work.
+DROP_TUPLE_ALIASES = (relax.transform.CanonicalizeBindings(), relax.transform.DeadCodeElimination())
