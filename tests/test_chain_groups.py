@@ -18,6 +18,7 @@ import tvm
 from tvm import relax
 
 from tvm_fusion_ext.analysis.graph import OpPattern, build_graphs
+from tvm_fusion_ext.analysis.primitive_types import PrimitiveType
 from tvm_fusion_ext.cost import KernelCostModel, ProfitabilityCheck, Rates
 from tvm_fusion_ext.cost.chain_groups import is_chain_group, takes_chains
 from tvm_fusion_ext.hardware import spec
@@ -139,3 +140,29 @@ def test_a_chain_is_judged_without_the_epilogue_of_its_last_contraction():
     whole = [node.index for node in graph.nodes]
     chain = check.verdict(graph, [whole[:-1], whole[-1:]])
     assert chain.fused_s is None and "epilogue" in chain.unpredicted
+
+
+def _squeeze_excite():
+    """EfficientNet's squeeze-excite: pool, FC (672 -> 28), SiLU, FC (28 -> 672), sigmoid, scale."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 672, 14, 14), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            rng = np.random.default_rng(0)
+            w1 = relax.const(rng.uniform(-0.1, 0.1, (28, 672, 1, 1)).astype("float32"))
+            w2 = relax.const(rng.uniform(-0.1, 0.1, (672, 28, 1, 1)).astype("float32"))
+            pooled = relax.op.mean(x, axis=[2, 3], keepdims=True)
+            squeezed = relax.op.nn.silu(relax.op.nn.conv2d(pooled, w1))
+            gate = relax.op.sigmoid(relax.op.nn.conv2d(squeezed, w2))
+            y = bb.emit_output(relax.op.multiply(x, gate))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+def test_squeeze_excite_fcs_are_no_chain_group():
+    """The first FC computes one row of 28 values: there are no rows to block, so the chain rule's
+    tile would only recompute it for every tile of the second FC."""
+    graph = _graph(_squeeze_excite())
+    first, second = [node.index for node in graph.nodes if node.ptype is PrimitiveType.CONV]
+    assert graph.nodes[second].inputs == [first + 1]
+    assert not is_chain_group(graph, [node.index for node in graph.nodes if node.index >= first], ZEN4)
