@@ -107,6 +107,18 @@ def test_pw_dw_expansion_is_a_block_of_image_rows_with_its_halo(stride, layout):
     assert tiled, "no register-tiled contraction in the chain kernel"
 
 
+def test_declines_blocks_whose_halos_recompute_most_of_the_expansion():
+    """EfficientNet-B0's 1x1 expansion (24 -> 144 channels, 56 x 56) -> 5x5 depthwise conv at stride
+    2: the blocks that fit the fast memory read 2 * rows + 3 expansion rows for 2 * rows input
+    rows, and recompute more than MAX_HALO_RECOMPUTE times the expansion; the same chain with a 3x3
+    window is blocked."""
+    rule = ContractionChain(SPEC)
+    func = chain_kernel(pw_dw_module(24, 56, 144, stride=2, layout="NHWC", window=5), TARGET)
+    assert rule.apply(func, TARGET, False) is None
+    assert "recompute" in rule.reason and "halos" in rule.reason, rule.reason
+    assert _chain_schedule(pw_dw_module(24, 56, 144, stride=2, layout="NHWC")) is not None
+
+
 def test_a_batch_whose_image_does_not_fit_is_blocked_by_rows_of_each_image():
     """Four images of 56 x 56 x 144 expanded channels: one image's map (1.8 MB) is beyond the
     512 KB fast memory, so the batch runs outside the block loop and each block is some rows of

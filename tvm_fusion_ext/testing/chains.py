@@ -67,9 +67,10 @@ def dw_pw_module(channels: int, image: int, out_channels: int, seed: int = 0, la
 
 
 def pw_dw_module(channels: int, image: int, expanded: int, stride: int = 1, seed: int = 0,
-                 layout: str = "NCHW", batch: int = 1) -> tvm.IRModule:
-    """``relu6(dwconv3x3(relu6(conv1x1(x) + b1), stride) + b2)`` for ``x`` of ``batch x channels x
-    image x image`` expanded to ``expanded`` channels (``layout`` as for :func:`dw_pw_module`)."""
+                 layout: str = "NCHW", batch: int = 1, window: int = 3) -> tvm.IRModule:
+    """``relu6(dwconv(relu6(conv1x1(x) + b1), stride) + b2)`` for ``x`` of ``batch x channels x
+    image x image`` expanded to ``expanded`` channels, the depthwise conv ``window x window`` with
+    ``window // 2`` padding (``layout`` as for :func:`dw_pw_module`)."""
     rng = np.random.default_rng(seed)
     conv, per_channel, x = _conv_builder(rng, layout, channels, image, batch)
     bb = relax.BlockBuilder()
@@ -78,7 +79,7 @@ def pw_dw_module(channels: int, image: int, expanded: int, stride: int = 1, seed
             pw = bb.emit(conv(x, expanded, channels, 1))
             pw = bb.emit(relax.op.add(pw, _const(rng, per_channel(expanded))))
             act = bb.emit(relax.op.clip(pw, 0.0, 6.0))
-            dw = bb.emit(conv(act, expanded, 1, 3, padding=1, groups=expanded, strides=stride))
+            dw = bb.emit(conv(act, expanded, 1, window, padding=window // 2, groups=expanded, strides=stride))
             dw = bb.emit(relax.op.add(dw, _const(rng, per_channel(expanded))))
             out = bb.emit_output(relax.op.clip(dw, 0.0, 6.0))
         bb.emit_func_output(out)

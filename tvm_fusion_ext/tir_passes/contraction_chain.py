@@ -19,7 +19,8 @@ Fig. 11) and APOLLO section 4.2 stitches a producer into its consumer's tile:
    intermediate rows and anchor output rows fit the fast memory (L2) beside one micro-kernel's
    panels (:meth:`~tvm_fusion_ext.hardware.HardwareSpec.panel_bytes`), with a block for every
    core (preferring counts that are a multiple of the cores, or at least
-   :data:`.analysis.BALANCED_TILES` per core). When no block of the outermost such axis fits (a
+   :data:`.analysis.BALANCED_TILES` per core); blocks whose halos would recompute more than
+   :data:`MAX_HALO_RECOMPUTE` times the producer's rows decline the chain. When no block of the outermost such axis fits (a
    batch of images whose one image's intermediate exceeds the fast memory), the next axis is
    blocked, the ones before it run outside the block loop a single iteration per block, and all
    of them are fused into one parallel loop;
@@ -407,6 +408,13 @@ def _bytes_using(info: BlockInfo, position: int, extents: list[int], using: bool
                if any(uses_any(rg.min, [var]) for rg in region.region) == using)
 
 
+# The most a chain's blocks may compute of the producer's rows, halos included. A 5x5 stride-2
+# depthwise conv over an expansion (EfficientNet-B0, 56 x 56 x 144) in blocks of 2 rows reads 7
+# expansion rows per 4: 1.75x the expansion's work, and its chain kernel ran 1.31x slower than
+# the two kernels apart; MobileNetV2's 3x3 chains recompute 1.13-1.29x and gain.
+MAX_HALO_RECOMPUTE = 1.5
+
+
 def _choose_block(producer: BlockInfo, anchor: BlockInfo, chain: _Chain, spec: HardwareSpec,
                   lanes: int, prepacked: Collection = ()):
     """``(rows, anchor register tile inside the block)``, or why no block fits (module docstring);
@@ -438,6 +446,10 @@ def _choose_block(producer: BlockInfo, anchor: BlockInfo, chain: _Chain, spec: H
 
     rows = max(fitting, key=lambda r: (balanced(r), r))
     blocks = outside * extent // rows
+    recomputed = blocks * chain.producer_rows(rows) / (outside * producer.extents[producer_axis])
+    if recomputed > MAX_HALO_RECOMPUTE:
+        return (f"blocks of {rows} rows recompute {recomputed:.2f}x {producer.name}'s rows (their halos): "
+                f"more than the {MAX_HALO_RECOMPUTE}x the intermediate's traffic can pay for")
     if weights > spec.fast_memory_bytes and (blocks - 1) * weights > 2 * intermediate:
         return (f"each of {blocks} blocks would read the weights ({weights} bytes, more than the fast "
                 f"memory) again: more traffic than the intermediate ({intermediate} bytes) saves")
