@@ -20,6 +20,7 @@ from tvm_fusion_ext.partitioners.apollo import (
     stitch_parallel,
     without_rules,
 )
+from tvm_fusion_ext.partitioners.apollo.compound_ops import close_unfused_compound_ops, compound_instances
 from tvm_fusion_ext.partitioners.apollo.rules import TABLE_2
 from tvm_fusion_ext.tir_passes.reduction_forms import ReductionForm
 
@@ -351,3 +352,40 @@ def test_partitioner_layers():
         assert names(graph, part(graph)) == expected
     with pytest.raises(ValueError):
         ApolloPartitioner(SPEC, ("II",))
+
+
+# ---- closing compound ops that no group fused (after section 3.2's opening) --------------------
+def _two_softmaxes():
+    """matmul -> softmax (max, exp, sum, norm) -> softmax again -> add."""
+    types = {"mm": "matmul", "max1": "reduction", "exp1": "element-wise", "sum1": "reduction",
+             "norm1": "element-wise", "max2": "reduction", "exp2": "element-wise", "sum2": "reduction",
+             "norm2": "element-wise", "add": "element-wise"}
+    edges = [("mm", "max1"), ("mm", "exp1"), ("max1", "exp1"), ("exp1", "sum1"), ("exp1", "norm1"),
+             ("sum1", "norm1"), ("norm1", "max2"), ("norm1", "exp2"), ("max2", "exp2"),
+             ("exp2", "sum2"), ("exp2", "norm2"), ("sum2", "norm2"), ("norm2", "add")]
+    graph = DataflowGraph.from_edges(types, edges, outputs=["add"])
+    pieces = {graph.index_of(f"{step}{k}"): ("softmax", position)
+              for k in (1, 2) for position, step in enumerate(("max", "exp", "sum", "norm"))}
+    return graph, pieces
+
+
+def test_compound_instances_keep_two_calls_of_one_op_apart():
+    graph, pieces = _two_softmaxes()
+    first = sorted(graph.index_of(f"{s}1") for s in ("max", "exp", "sum", "norm"))
+    second = sorted(graph.index_of(f"{s}2") for s in ("max", "exp", "sum", "norm"))
+    assert sorted(compound_instances(graph, pieces)) == [first, second]
+
+
+def test_an_op_fused_with_nothing_else_is_closed_and_a_fused_one_is_not():
+    graph, pieces = _two_softmaxes()
+    n = graph.index_of
+    # the first softmax: exp and sum in one group, max and norm alone; the second softmax's norm
+    # is fused with the add after it
+    groups = [[n("exp1"), n("sum1")], [n("norm2"), n("add")]]
+    closed, count = close_unfused_compound_ops(graph, groups, pieces)
+    assert count == 1
+    assert sorted(map(sorted, closed)) == sorted([[n("max1"), n("exp1"), n("sum1"), n("norm1")],
+                                                  [n("norm2"), n("add")]])
+    # already one group, or fused with another op: nothing to do
+    whole = [[n("max1"), n("exp1"), n("sum1"), n("norm1")], [n("norm2"), n("add")]]
+    assert close_unfused_compound_ops(graph, whole, pieces) == (whole, 0)

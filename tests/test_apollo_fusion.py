@@ -261,9 +261,13 @@ def test_feedback_without_file_stays_in_memory():
     fusion = ApolloFusion(("I", "II"), downstream=check)
     fused = fusion(mod)
     assert calls and fusion.stats["feedback_splits"] == len(set(calls))
-    # every multi-op group failed, so every kernel stays alone
-    assert not [gv for gv, f in fused.functions_items()
-                if isinstance(f, relax.Function) and is_primitive(f)]
+    # every multi-op group failed, so no two ops share a kernel: only each layer norm's pieces
+    # are one kernel again, the op's own (closed after the feedback)
+    grouped = [gv.name_hint for gv, f in fused.functions_items()
+               if isinstance(f, relax.Function) and is_primitive(f)]
+    assert fusion.stats["compound_ops_closed"] == 2
+    assert grouped and all(name.startswith("fused_layer_norm_") and "gelu" not in name
+                           for name in grouped)
 
 
 @I.ir_module
@@ -290,3 +294,28 @@ def test_an_element_wise_producer_joins_its_broadcast_consumer():
     assert len(ApolloPartitioner(spec, rules=paper_rows)(graph)) == 2  # the scale stays apart
     assert _kernels(ScaledMaskedSoftmax, "apollo-no-parallel") == 1
     assert_same_as_unfused(ScaledMaskedSoftmax, "apollo")
+
+
+@I.ir_module
+class AttentionScores:
+    @R.function
+    def main(q: R.Tensor((4, 32, 16), "float32"), k: R.Tensor((4, 16, 32), "float32"),
+             v: R.Tensor((4, 32, 16), "float32")):
+        with R.dataflow():
+            s = R.matmul(q, k)
+            p = R.nn.softmax(s, axis=-1)
+            o = R.matmul(p, v)
+            R.output(o)
+        return o
+
+
+def test_an_opened_op_that_no_group_fused_is_one_kernel_again():
+    """Layer I alone fuses none of the softmax's pieces with the matmuls around it, and leaves its
+    reductions apart from their followers: the softmax is closed into one kernel again, as in
+    ``stock``."""
+    fusion = ApolloFusion(("I",), cost_check=False)
+    with TARGET:
+        fusion(_opened(AttentionScores))
+    assert fusion.stats["compound_ops_closed"] == 1
+    assert _kernels(AttentionScores, "apollo-no-stitch") == _kernels(AttentionScores, "stock") == 3
+    assert_same_as_unfused(AttentionScores, "apollo-no-stitch")

@@ -29,6 +29,12 @@ from .primitive_types import OpClassification, PrimitiveType, classify_prim_func
 MergeCheck = Callable[["DataflowGraph", list[frozenset[int]]], bool]
 MergeGain = Callable[["DataflowGraph", list[frozenset[int]]], "float | None"]
 
+# PrimFunc attributes of the pieces of an opened compound op (APOLLO section 3.2, written by
+# tvm_fusion_ext/relax_passes/open_compound_ops.py): the compound op's PrimFunc name, and the
+# piece's position among its loop nests.
+COMPOUND_OP_ATTR = "tvm_fusion_ext.compound_op"
+COMPOUND_PIECE_ATTR = "tvm_fusion_ext.compound_piece"
+
 
 class OpPattern(enum.IntEnum):
     """TVM's ``OpPatternKind`` (the ``op_pattern`` attribute set by ``AnnotateTIROpPattern``)."""
@@ -78,6 +84,14 @@ class OpNode:
     @property
     def flops(self) -> int:
         return self.classification.flops if self.classification else 0
+
+    @property
+    def compound_piece(self) -> tuple[str, int] | None:
+        """``(compound op, piece position)`` when this call is a piece of an opened compound op."""
+        attrs = self.prim_func.attrs if self.prim_func is not None else None
+        if not attrs or COMPOUND_OP_ATTR not in attrs:
+            return None
+        return str(attrs[COMPOUND_OP_ATTR]), int(attrs[COMPOUND_PIECE_ATTR])
 
     @property
     def becomes_view(self) -> bool:

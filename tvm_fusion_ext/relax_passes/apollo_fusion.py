@@ -28,6 +28,10 @@ group is split. The next
 run reads the file and never tries the pattern again. Parallel compositions that Cost Model (3)
 rejected are logged in the same file.
 
+After the feedback, a compound op opened by section 3.2 whose pieces no group fused with another
+op is closed again (:mod:`~tvm_fusion_ext.partitioners.apollo.compound_ops`): its pieces become
+one kernel, the op's own.
+
 The pipelines ``apollo`` (Layers I-III), ``apollo-no-parallel`` (I-II) and ``apollo-no-stitch``
 (I only) reproduce the ablation of Table 3. Their extra pre-processing (section 3) is
 :func:`apollo_preprocess`.
@@ -48,6 +52,7 @@ from ..cost import ProfitabilityCheck, group_module, profitability_for
 from ..hardware import HardwareSpec, spec_for_target
 from ..ir_utils import is_external, non_primitive_functions
 from ..partitioners.apollo import LAYERS, TABLE_1, ApolloPartitioner, FeedbackStore
+from ..partitioners.apollo.compound_ops import close_unfused_compound_ops
 from ..partitioners.apollo.micro_graphs import composition_pattern, extract_subgraphs, op_name
 from ..partitioners.apollo.rules import RuleLevel
 from ..registration import register_pass
@@ -191,7 +196,10 @@ class ApolloFusion:
             if not failing:
                 break
             self.stats["feedback_splits"] += sum(len(f) for f in failing.values())
-        groups = {key: _split(plan.groups, failing.get(key, [])) for key, plan in plans.items()}
+        groups = {}
+        for key, plan in plans.items():
+            groups[key], closed = close_unfused_compound_ops(plan.graph, _split(plan.groups, failing.get(key, [])))
+            self.stats["compound_ops_closed"] += closed
         self._count(partitioner, store)
         self.plans = list(partitioner.plans)
         store.save()

@@ -5,7 +5,10 @@ variance, ...) is one ``call_tir`` whose PrimFunc holds several loop nests of di
 types: its op boundary hides the reduction inside it from the aggregation rules (Fig. 3(b)). This
 pass splits such a PrimFunc at its top-level loop nests into one PrimFunc per nest and replaces the
 call by a chain of ``call_tir``s whose intermediates become Relax tensors, so every ``call_tir``
-APOLLO sees is one primitive with one type (Fig. 3(c)).
+APOLLO sees is one primitive with one type (Fig. 3(c)). Each piece's PrimFunc names the compound
+op and its position in it (``COMPOUND_OP_ATTR``, ``COMPOUND_PIECE_ATTR`` of
+:mod:`tvm_fusion_ext.analysis.graph`), so a partition can close an op it fused with nothing else
+(:mod:`tvm_fusion_ext.partitioners.apollo.compound_ops`).
 
 Why the TIR level rather than Relax-level decomposition rules: the split works for every compound
 op ``LegalizeOps`` produces (and any custom multi-nest PrimFunc) without one rule per Relax op, the
@@ -28,6 +31,7 @@ import tvm_ffi
 from tvm import relax, s_tir, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from ..analysis.graph import COMPOUND_OP_ATTR, COMPOUND_PIECE_ATTR
 from ..analysis.primitive_types import classify_block
 from ..ir_utils import non_primitive_functions
 from ..registration import register_pass
@@ -108,7 +112,8 @@ def is_compound(pieces: list[_Piece] | None) -> bool:
     return pieces is not None and len(pieces) > 1 and len(set().union(*(p.types for p in pieces))) > 1
 
 
-def _piece_function(func: tirx.PrimFunc, piece: _Piece, inputs: list, outputs: list) -> tirx.PrimFunc:
+def _piece_function(func: tirx.PrimFunc, piece: _Piece, inputs: list, outputs: list,
+                    compound: str, position: int) -> tirx.PrimFunc:
     root = func.body.block
     local = [b for b in root.alloc_buffers
              if not _contains(inputs, b) and not _contains(outputs, b)
@@ -117,6 +122,8 @@ def _piece_function(func: tirx.PrimFunc, piece: _Piece, inputs: list, outputs: l
     block = s_tir.SBlock([], [], [], "root", body, alloc_buffers=local)
     realize = s_tir.SBlockRealize([], True, block)
     attrs = {k: v for k, v in (func.attrs or {}).items() if k not in ("op_pattern", "global_symbol")}
+    attrs[COMPOUND_OP_ATTR] = compound
+    attrs[COMPOUND_PIECE_ATTR] = position
     return tirx.PrimFunc(list(inputs) + list(outputs), realize,
                          attrs=tvm.ir.make_node("ir.DictAttrs", **attrs))
 
@@ -170,7 +177,7 @@ class _Opener(PyExprMutator):
             later_reads = [r for p in pieces[i + 1:] for r in p.reads]
             inputs = list(piece.reads)
             outputs = [b for b in piece.writes if _contains(finals, b) or _contains(later_reads, b)]
-            prim = _piece_function(func, piece, inputs, outputs)
+            prim = _piece_function(func, piece, inputs, outputs, name, i)
             block_name = piece.blocks[-1].name_hint
             gv = self.builder_.add_func(prim, f"{name}_{block_name}")
             out_ty = [_tensor_type(b) for b in outputs]
