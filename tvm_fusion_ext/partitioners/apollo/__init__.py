@@ -3,7 +3,8 @@
 Pure algorithms over :class:`~tvm_fusion_ext.analysis.graph.DataflowGraph`, testable without
 compiling: Table 1 / Table 2 as data (:mod:`.rules`), Algorithm 1 (:mod:`.aggregation`), Algorithm 2
 (:mod:`.memory_stitching`), Algorithm 3 with Cost Model (3) (:mod:`.parallel_stitching`,
-:mod:`.cost_model`), upward feedback (:mod:`.feedback`) and the layer driver (:mod:`.partitioner`).
+:mod:`.cost_model`), upward feedback (:mod:`.feedback`), the layer driver (:mod:`.partitioner`), and the closing of
+opened compound ops that no group fused with another op (:mod:`.compound_ops`).
 The IR side is :mod:`tvm_fusion_ext.relax_passes.apollo_fusion`.
 """
 
