@@ -49,6 +49,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="workloads compiling at once (default: half the logical CPUs)")
     parser.add_argument("--no-cost-check", dest="cost_check", action="store_false",
                         help="each paper's groups as written (no profitability check), for ablations")
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="TVM rows replay CUDA graphs of their kernel launches (driver.build.cuda_graphs)")
     parser.add_argument("--json", help="write every report here")
     parser.add_argument("--markdown", help="replace the bench_gpu section of this file (e.g. docs/benchmarks.md)")
     return parser.parse_args(argv)
@@ -100,17 +102,23 @@ class TimingTurn:
         return False
 
 
-def run_workload(label, model, model_args, fusions, target, rounds, cost_check, turn: TimingTurn, out_path):
-    """One workload's ``compare`` in a worker process; its report (or error) goes to ``out_path``."""
+def run_workload(label, model, model_args, fusions, target, rounds, cost_check, cuda_graph,
+                 turn: TimingTurn, out_path):
+    """One workload's ``compare`` in a worker process (its TVM rows built with CUDA graphs when
+    ``cuda_graph``); its report (or error) goes to ``out_path``."""
     turn.compile_slots.acquire()
     result = {"label": label}
     start = time.time()
     try:
+        import contextlib
+
+        from tvm_fusion_ext.driver.build import cuda_graphs
         from tvm_fusion_ext.driver.evaluation import compare, load_workload
 
         workload = load_workload(model, model_args)
-        report = compare(workload, fusions, target, "untuned", rounds=rounds, progress=False,
-                         cost_check=cost_check, timing_phase=turn)
+        with cuda_graphs() if cuda_graph else contextlib.nullcontext():
+            report = compare(workload, fusions, target, "untuned", rounds=rounds, progress=False,
+                             cost_check=cost_check, timing_phase=turn)
         result["rows"] = [row.to_json() for row in report.rows]
         result["table"] = report.table()
         print(f"\n{label} (timed)\n{result['table']}", flush=True)  # survives a run cut short
@@ -124,10 +132,11 @@ def run_workload(label, model, model_args, fusions, target, rounds, cost_check, 
         json.dump(result, f)
 
 
-def markdown(results: list[dict], command: str, gpu: str, commit: str) -> str:
+def markdown(results: list[dict], command: str, gpu: str, commit: str, cuda_graph: bool = False) -> str:
+    graphs = ", replaying CUDA graphs" if cuda_graph else ""
     lines = [SECTION_BEGIN, "## Full-size models on an NVIDIA GPU (`scripts/bench_gpu.py`)", "",
              (f"Commit `{commit}`, {gpu}; untuned (TVM rows: each strategy's kernels under the CUDA "
-              "backend's default schedule); latency per inference, synchronised, median of the "
+              f"backend's default schedule{graphs}); latency per inference, synchronised, median of the "
               "round medians."), "", f"<sub>`{command}`</sub>", ""]
     for result in results:
         if "error" in result:
@@ -169,7 +178,7 @@ def main(argv=None) -> int:
     for index, (label, model, model_args) in enumerate(jobs):
         path = os.path.join(out_dir, f"{index}.json")
         worker = context.Process(target=run_workload, args=(label, model, model_args, fusions, target,
-                                                             args.rounds, args.cost_check, turn, path))
+                                                             args.rounds, args.cost_check, args.cuda_graph, turn, path))
         worker.start()
         workers.append((worker, path, label))
     while any(worker.is_alive() for worker, _, _ in workers):
@@ -196,9 +205,10 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"gpu": gpu, "target": target, "commit": commit, "date": datetime.date.today().isoformat(),
-                       "command": command, "results": results}, f, indent=1)
+                       "command": command, "cuda_graph": args.cuda_graph, "results": results}, f, indent=1)
     if args.markdown:
-        replace_section(args.markdown, markdown(results, command, gpu, commit), SECTION_BEGIN, SECTION_END)
+        replace_section(args.markdown, markdown(results, command, gpu, commit, args.cuda_graph),
+                        SECTION_BEGIN, SECTION_END)
     return 0
 
 

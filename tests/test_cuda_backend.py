@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import relax, s_tir, tirx
 from tvm.s_tir import dlight as dl
 from tvm.s_tir.stmt import SBlock
 from tvm.script import tirx as T
@@ -18,7 +18,7 @@ from tvm.script import tirx as T
 import tvm_fusion_ext
 from tvm_fusion_ext.backends import backend_for
 from tvm_fusion_ext.backends.cuda import CUDABackend
-from tvm_fusion_ext.driver.build import build, run
+from tvm_fusion_ext.driver.build import build, cuda_graphs, run
 from tvm_fusion_ext.driver.kernel_check import check_kernels
 from tvm_fusion_ext.driver.kernel_times import device_kernels
 from tvm_fusion_ext.hardware import GPUSpec, spec_for_target
@@ -165,6 +165,32 @@ def test_every_strategy_matches_the_unfused_model_on_the_gpu(name, fusion):
     actual = run(_build(name, fusion)[1], inputs, device=tvm.cuda())
     error = verify.max_rel_error(actual, expected)
     assert error < REL_TOL, f"{name} / {fusion} on {tvm.cuda().device_name}: relative error {error:.2e}"
+
+
+def _graph_build(name, fusion):
+    _model(name)
+    with cuda_graphs():
+        return build(zoo_model(name).relax("torch"), fusion, tvm.target.Target(TARGET))
+
+
+@pytest.mark.parametrize("fusion", ["stock", "neoflow"])
+def test_cuda_graphs_capture_the_launches_when_asked(fusion):
+    """Under :func:`~tvm_fusion_ext.driver.build.cuda_graphs` the VM code runs captured graphs of
+    the kernel launches; without it, none."""
+    captured = _graph_build("bert_base", fusion).as_text()
+    assert "vm.builtin.cuda_graph.run_or_capture" in captured
+    assert "vm.builtin.cuda_graph" not in _build("bert_base", fusion)[1].as_text()
+
+
+@pytest.mark.skipif(not tvm.cuda().exist, reason="no CUDA GPU on this machine (tvm.cuda().exist is false)")
+@pytest.mark.parametrize("fusion", ["stock", "neoflow"])
+def test_cuda_graphs_give_the_launched_kernels_numbers_on_the_gpu(fusion):
+    inputs = _model("bert_base").numpy_inputs()
+    machine = relax.VirtualMachine(_graph_build("bert_base", fusion), tvm.cuda())
+    expected = run(_build("bert_base", fusion)[1], inputs, device=tvm.cuda())
+    for _ in range(2):  # the first call captures the graph, the second replays it
+        error = verify.max_rel_error(run(machine, inputs, device=tvm.cuda()), expected)
+        assert error < REL_TOL, f"bert_base / {fusion} with CUDA graphs: relative error {error:.2e}"
 
 
 def test_the_command_line_compiles_for_cuda_and_runs_only_on_a_gpu(tmp_path, capsys):

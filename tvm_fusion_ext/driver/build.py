@@ -3,7 +3,8 @@
 :mod:`tvm_fusion_ext.testing.verify`.
 
 * :func:`build` compiles a Relax module through a named fusion strategy (or any pass) for a target,
-  and :func:`instrumented` adds pass instruments to the compile in scope; :func:`build_with_phases`
+  :func:`instrumented` adds pass instruments to the compile in scope, :func:`cuda_graphs` makes a
+  CUDA build in scope replay CUDA graphs; :func:`build_with_phases`
   also keeps the module after the strategy's fusion and after the schedule;
 * :func:`run` runs a compiled module (on the device :func:`target_device` gives); :func:`random_inputs` makes random, never all-zero inputs
   for a function's tensor parameters;
@@ -47,10 +48,11 @@ def build_with_phases(mod: tvm.IRModule, fusion: str, target, policy: str = "unt
 
 
 def run(executable, inputs, func_name: str = "main", device=None) -> list[np.ndarray]:
-    """Run ``func_name`` of a compiled module on ``device`` (default the CPU), inputs copied
-    there; returns its outputs flattened to a list of arrays."""
+    """Run ``func_name`` of a compiled module (or of a ``relax.VirtualMachine``, which keeps what
+    earlier calls captured) on ``device`` (default the CPU), inputs copied there; returns its
+    outputs flattened to a list of arrays."""
     device = device or tvm.cpu()
-    vm = relax.VirtualMachine(executable, device)
+    vm = executable if isinstance(executable, relax.VirtualMachine) else relax.VirtualMachine(executable, device)
     result = vm[func_name](*[tvm.runtime.tensor(x, device) for x in inputs])
     return _flatten(result)
 
@@ -137,8 +139,23 @@ def max_rel_error(actual, expected) -> float:
 
 def instrumented(*instruments) -> tvm.transform.PassContext:
     """The current PassContext with ``instruments`` added."""
+    return _current_context_with(instruments=instruments)
+
+
+# The PassContext option that makes TVM's RewriteCUDAGraph (src/relax/transform/rewrite_cuda_graph.cc,
+# in the CUDA backend's lowering) capture a function's static allocations and kernel launches.
+USE_CUDA_GRAPH = "relax.backend.use_cuda_graph"
+
+
+def cuda_graphs() -> tvm.transform.PassContext:
+    """The current PassContext in which a CUDA build captures its static kernel launches into CUDA
+    graphs: the VM allocates and launches them once, then replays the graph each call."""
+    return _current_context_with(config={USE_CUDA_GRAPH: True})
+
+
+def _current_context_with(instruments=(), config=None) -> tvm.transform.PassContext:
     current = tvm.transform.PassContext.current()
-    return tvm.transform.PassContext(opt_level=current.opt_level, config=dict(current.config),
+    return tvm.transform.PassContext(opt_level=current.opt_level, config={**dict(current.config), **(config or {})},
                                      required_pass=list(current.required_pass),
                                      disabled_pass=list(current.disabled_pass),
                                      instruments=[*current.instruments, *instruments])
