@@ -215,6 +215,21 @@ def test_the_command_line_compiles_for_cuda_and_runs_only_on_a_gpu(tmp_path, cap
         assert len(err.splitlines()) == 1 and "no cuda:0 on this machine" in err, err
 
 
+def test_the_command_line_captures_cuda_graphs_on_cuda_targets_only(tmp_path, capsys):
+    from tvm_fusion_ext.cli import main
+
+    model = ["apollo_fig3", "--model-arg", "batch=4", "--model-arg", "features=64"]
+    dumps = tmp_path / "ir"
+    assert main(["compile", *model, "--target", json.dumps(TARGET), "--fusion", "stock", "--cuda-graph",
+                 "--dump-ir", str(dumps), "-o", str(tmp_path / "fig3.so")]) == 0
+    assert any("vm.builtin.cuda_graph." in path.read_text() for path in dumps.iterdir())
+    capsys.readouterr()
+    assert main(["compile", *model, "--target", "llvm", "--fusion", "stock", "--cuda-graph",
+                 "-o", str(tmp_path / "cpu.so")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--cuda-graph needs a CUDA target" in err, err
+
+
 def _matmul_then_reshape(rows: int, cols: int, flatten: bool):
     """``mm[b] = a[b] @ w[b]`` (rows x cols), then written out flattened (``out[b, i * cols + j]``)
     or as it is."""

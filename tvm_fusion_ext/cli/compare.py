@@ -12,7 +12,7 @@ import os
 import sys
 
 from ..pipelines import DEFAULT_POLICY, POLICIES
-from .options import add_cost_check_argument, add_model_arguments
+from .options import add_cost_check_argument, add_cuda_graph_argument, add_model_arguments, cuda_graph_scope
 
 HELP = "compare fusion strategies on one model (kernels, boundary bytes, compile time, latency, error)"
 
@@ -26,6 +26,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                              "target runs them on the GPU)")
     parser.add_argument("--target", default="llvm", help="target string or JSON dict")
     add_cost_check_argument(parser)
+    add_cuda_graph_argument(parser)
     parser.add_argument("--policy", choices=POLICIES, default=DEFAULT_POLICY,
                         help="scheduling policy, the same for every strategy")
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
@@ -57,11 +58,13 @@ def run(args: argparse.Namespace) -> int:
                          "does not exist")
     fusions = evaluation.parse_fusions(args.fusion)
     target = evaluation.parse_target(args.target)
+    graphs = cuda_graph_scope(args.cuda_graph, target)
     evaluation.configure_threads(args.threads)
     workload = evaluation.load_workload(args.model, args.model_arg, args.importer)
-    report = evaluation.compare(workload, fusions, target, args.policy, threads=args.threads,
-                                min_runs=args.runs, trials_per_task=args.trials, work_dir=args.work_dir,
-                                rounds=args.rounds, cost_check=args.cost_check)
+    with graphs:
+        report = evaluation.compare(workload, fusions, target, args.policy, threads=args.threads,
+                                    min_runs=args.runs, trials_per_task=args.trials, work_dir=args.work_dir,
+                                    rounds=args.rounds, cost_check=args.cost_check)
     print(f"model {report.model} ({workload.importer} import), policy {report.policy}, target {args.target}, "
           f"reference {workload.reference}")
     print(f"machine: {report.machine}")

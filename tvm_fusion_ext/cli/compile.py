@@ -19,7 +19,13 @@ import time
 import warnings
 
 from ..pipelines import POLICIES
-from .options import add_cost_check_argument, add_input_shapes_argument, add_model_arguments
+from .options import (
+    add_cost_check_argument,
+    add_cuda_graph_argument,
+    add_input_shapes_argument,
+    add_model_arguments,
+    cuda_graph_scope,
+)
 
 HELP = "compile a model (.onnx, saved ExportedProgram or zoo name) through one fusion strategy to a .so"
 
@@ -37,6 +43,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="the work directory of tvm-fusion tune; its records schedule the kernels")
     add_input_shapes_argument(parser)
     add_cost_check_argument(parser)
+    add_cuda_graph_argument(parser)
     parser.add_argument("--dump-ir", metavar="DIR",
                         help="write the module after each pipeline phase (NN_<phase>.py) to DIR")
     parser.add_argument("-o", "--output", required=True, help="shared library to write (e.g. model.so)")
@@ -52,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     get_strategy(args.fusion)
     target = evaluation.parse_target(args.target)
     artifacts.check_target_buildable(target)
+    graphs = cuda_graph_scope(args.cuda_graph, target)
     policy = args.policy or ("tuned" if args.tuning_records else "untuned")
     if (policy == "tuned") != bool(args.tuning_records):
         raise ValueError("--policy tuned and --tuning-records DIR go together")
@@ -66,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
         if database is None:
             policy = "untuned"
     start = time.perf_counter()
-    executable = artifacts.compile_model(workload.mod, args.fusion, target, policy, database, args.dump_ir,
-                                         cost_check=args.cost_check)
+    with graphs:
+        executable = artifacts.compile_model(workload.mod, args.fusion, target, policy, database, args.dump_ir,
+                                             cost_check=args.cost_check)
     compile_s = time.perf_counter() - start
     artifact = artifacts.Artifact(workload.name, artifacts.input_specs(workload.mod), str(target),
                                   args.fusion, policy)

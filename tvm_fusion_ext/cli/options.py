@@ -1,5 +1,5 @@
 """Arguments shared by the subcommands that load a model: the model itself, ``--model-arg``,
-``--import``, ``--input-shapes`` and ``--no-cost-check``."""
+``--import``, ``--input-shapes``, ``--no-cost-check`` and ``--cuda-graph``."""
 
 from __future__ import annotations
 
@@ -37,3 +37,24 @@ def add_cost_check_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cost-check", dest="cost_check", action="store_false",
                         help="fuse as the papers decide, without asking the cost model whether a "
                              "fused kernel is predicted slower than its parts (for ablations)")
+
+
+def add_cuda_graph_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--cuda-graph`` (``args.cuda_graph``), read by :func:`cuda_graph_scope`."""
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="on a CUDA target, capture each call's kernel launches into CUDA graphs "
+                             "that the VM replays (static shapes)")
+
+
+def cuda_graph_scope(enabled: bool, target):
+    """The PassContext of :func:`tvm_fusion_ext.driver.build.cuda_graphs` when ``enabled`` (a
+    ``ValueError`` off CUDA targets), else a context that changes nothing."""
+    import contextlib
+
+    from ..driver.build import cuda_graphs
+
+    if not enabled:
+        return contextlib.nullcontext()
+    if "cuda" not in list(target.keys):
+        raise ValueError(f"--cuda-graph needs a CUDA target, not {target.kind.name}")
+    return cuda_graphs()
