@@ -466,3 +466,40 @@ def test_a_binding_mismatch_exchanges_the_tensor_through_gb_with_copy_and_redist
     assert "r" not in {e["tensor"] for p in model["phases"] for e in p["events"]
                        if e["kind"] == "dma" and "ddr" in (e["src"], e["dst"])}
     _run_mlp(staged, *MLP_SHAPE, 32)
+
+
+def _depthwise_layer():
+    """A stride-2 depthwise 3x3 conv with its scale and ReLU6 (MobileNetV2's layer), [8, 16, 32, 32]
+    -> [8, 16, 16, 16], fused into one PrimFunc."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((8, 16, 32, 32), "float32"))
+    w = relax.Var("w", relax.TensorType((16, 1, 3, 3), "float32"))
+    s = relax.Var("s", relax.TensorType((1, 16, 1, 1), "float32"))
+    with bb.function("main", [x, w, s]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, w, strides=2, padding=1, groups=16))
+            y = bb.emit(relax.op.clip(relax.op.multiply(y, s), 0.0, 6.0))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod)))
+    return next(f for f in mod.functions.values() if isinstance(f, tirx.PrimFunc))
+
+
+def test_a_planned_kernel_is_never_slower_than_the_staging_schedule():
+    """GraphTurbo's kernel generator picks among implementations (section 4); the DSA staging
+    schedule of the same PrimFunc is one of them. Here the generator's best form (the layer form)
+    takes more cycles than the staging schedule, so ``DSASchedule`` keeps the staging one."""
+    from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import PLANS_ATTR
+    from tvm_fusion_ext.target_dsa.schedule import DSASchedule, staged_kernel
+
+    func = _depthwise_layer()
+    plan = SubgraphPlan(dim=0, instances=1, binding=(8, 1, 1, 1), output_shape=(8, 16, 16, 16))
+    generated = search.schedule_subgraph(func, SPEC, plan)
+    _, staging_cycles = staged_kernel(func, SPEC)
+    assert generated.cycles > staging_cycles  # the case the comparison is for
+    mod = tvm.IRModule({"layer": func}).with_attr(PLANS_ATTR, {"layer": plan.to_json()})
+    scheduled = DSASchedule(SPEC)(mod)["layer"]
+    assert kernel_cycles(kernel_model(scheduled), SPEC) == staging_cycles

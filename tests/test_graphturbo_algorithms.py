@@ -224,6 +224,22 @@ def test_cpu_grouping_gives_a_strided_conv_its_epilogue():
     assert group_subgraphs(g, 1 << 19, single_anchor=True).groups == [[0], [1, 2, 3], [4]]
 
 
+def test_a_layer_without_splitinfo_still_fuses_its_epilogue():
+    """A conv whose tensors fit LB under no split (empty SplitInfo) keeps its batchnorm and ReLU
+    on a DSA too (section 1.1's layer, fused within by section 4.1): rules (i) and (ii) have no
+    factors to compare. Where they do, rule (i) decides as before (the strided conv above); a
+    transpose (another shape) still does not join."""
+    b = _Builder()
+    x = b.add("x", (8, 64, 64, 64), fusible=False)
+    conv = b.add("conv", (8, 64, 32, 32), [x], contracted=frozenset({1}), window={2: 2, 3: 2}, anchor=True)
+    relu = b.add("relu", (8, 64, 32, 32), [b.add("bias", (8, 64, 32, 32), [conv])])
+    b.add("transpose", (8, 32, 32, 64), [relu])
+    b.ops[-1].is_output = True
+    g = b.graph()
+    tiny = group_subgraphs(g, 1 << 10)
+    assert tiny.groups == [[0], [1, 2, 3], [4]] and tiny.best == [None, None, None]
+
+
 def test_cpu_grouping_keeps_computing_ops_out_of_a_matmuls_prologue():
     """An LSTM cell's ``h = o * tanh(c)`` feeds the next step's matmul alone: a straight merge.
     The CPU kernel generator (``single_anchor``) would inline the multiply into the matmul's

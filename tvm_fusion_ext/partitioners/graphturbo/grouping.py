@@ -8,13 +8,13 @@ lowers the number of SGs. A merge is allowed only by the rules:
      propagates past a down-sampling) and ``f(SG) <= f(SG2)`` (LB utilisation not worse);
 (ii) diamond SG2..SG4 into SG: ``f(SG) <= max(f(SG2), f(SG3), f(SG4))``.
 
-With ``single_anchor`` (the CPU kernel generator) an SG of element-wise ops that follows an
-anchor's SG (its bias, activation, residual add) joins it without rule (i)'s LB preconditions:
-the CPU schedule applies it in the anchor's write-back (``_Grouper._epilogue``).
-
-An SG whose SplitInfo is empty (no split fits LB) never merges. Merges that would create a cycle
-between SGs are refused, and so are merges of non-fusible ops; ``max_ops`` (optional) caps an SG's
-size, and ``single_anchor`` lets an SG hold at most one anchor op (an op with a reduction loop:
+An SG of element-wise ops that follows an anchor's layer (its bias, batchnorm, activation,
+residual add) joins it without rule (i)'s LB preconditions (``_Grouper._epilogue``): with
+``single_anchor`` (the CPU kernel generator) always, since the CPU schedule applies it in the
+anchor's write-back; otherwise when either SG has no SplitInfo (section 1.1's layer, fused within
+itself by section 4.1). Apart from that, an SG whose SplitInfo is empty (no split fits LB) never
+merges. Merges that would create a cycle between SGs are refused, and so are merges of non-fusible
+ops; ``max_ops`` (optional) caps an SG's size, and ``single_anchor`` lets an SG hold at most one anchor op (an op with a reduction loop:
 conv, matmul, reduction), for code generators that tile one anchor per kernel (the CPU default
 schedule, section 4.1). ``accept`` (optional) has the last word on every merge the rules allow:
 given the SGs being merged, it says whether their union may be one kernel (on CPU targets, the
@@ -129,19 +129,32 @@ class _Grouper:
         return union if f is not None and f <= f2 and self._accepted([first, second]) else None
 
     def _epilogue(self, first: frozenset[int], second: frozenset[int]) -> bool:
-        """With ``single_anchor`` (the CPU kernel generator), is ``second`` an element-wise
-        epilogue of ``first``'s anchor: no anchor of its own, every op of the anchor's output
-        shape? That generator applies such ops to the register tile as it writes it back (section
-        4.1's loop fusion), so they take no LB of their own and rule (i)'s LB preconditions do
-        not apply to them; without this, a batch-8 MobileNetV2 kept 22 convs apart from their bias
-        and ReLU6."""
-        if not self.single_anchor or any(self.graph.ops[op].anchor for op in second):
+        """Is ``second`` an element-wise epilogue of the layer ``first`` ends with (section 1.1: a
+        layer is an op with parameters and the auxiliary ops after it, e.g. conv, batchnorm and
+        ReLU), joining it without rule (i)'s LB preconditions: no anchor of its own, every op of
+        the output shape of ``first``'s last anchor.
+
+        With ``single_anchor`` (the CPU kernel generator, ``first`` holding one anchor) always:
+        that generator applies such ops to the register tile as it writes it back (section 4.1's
+        loop fusion), so they take no LB of their own; without this, a batch-8 MobileNetV2 kept
+        22 convs apart from their bias and ReLU6. Otherwise only when ``first`` or ``second`` has
+        no SplitInfo (no split fits LB) and ``first`` ends with its last anchor's layer (every op
+        after that anchor of its shape): rules (i) and (ii) then have no splitting factors to
+        compare, neither SG can be split into instances, and the layer is what remains to fuse
+        (section 4.1's loop fusion within a layer). Left apart, each element-wise op of it is a
+        kernel that takes the whole tensor DDR -> LB -> DDR (MobileNetV2 at 224x224, batch 128:
+        the batchnorms and ReLU6s of its 112x112 to 28x28 stages)."""
+        ops = self.graph.ops
+        if any(ops[op].anchor for op in second):
             return False
-        anchors = [op for op in first if self.graph.ops[op].anchor]
-        if len(anchors) != 1:
+        anchors = sorted(op for op in first if ops[op].anchor)
+        if not anchors or (self.single_anchor and len(anchors) != 1):
             return False
-        shape = self.graph.ops[anchors[0]].shape
-        return all(self.graph.ops[op].shape == shape for op in second)
+        shape = ops[anchors[-1]].shape
+        if not self.single_anchor and (None not in (self.factor(first), self.factor(second))
+                                       or any(ops[op].shape != shape for op in first if op > anchors[-1])):
+            return False
+        return all(ops[op].shape == shape for op in second)
 
     def rule_ii(self, parts: list[frozenset[int]]) -> frozenset[int] | None:
         factors = [self.factor(p) for p in parts]
