@@ -466,3 +466,27 @@ def test_a_binding_mismatch_exchanges_the_tensor_through_gb_with_copy_and_redist
     assert "r" not in {e["tensor"] for p in model["phases"] for e in p["events"]
                        if e["kind"] == "dma" and "ddr" in (e["src"], e["dst"])}
     _run_mlp(staged, *MLP_SHAPE, 32)
+
+
+@pytest.mark.zoo
+@pytest.mark.parametrize("stitch_runs", [False, True])
+def test_layer_windows_stage_what_the_whole_function_stages(stitch_runs):
+    """The layer form staged one window at a time (``target_dsa/layer_windows.py``) is the
+    function staging every layer on the whole function gives: ViT's chain kernel (2 layers),
+    over the whole output and over the plan's instances."""
+    from tvm_fusion_ext import zoo
+    from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import PLANS_ATTR
+    from tvm_fusion_ext.pipelines import fusion_pipeline
+
+    target = tvm.target.Target("dsa/stcp920")
+    mod = zoo.load("vit", {"batch": 2, "image": 32, "depth": 2}).relax("torch")
+    with target:
+        fused = fusion_pipeline("graphturbo", target)(mod)
+    plans = {name: SubgraphPlan.from_json(str(plan)) for name, plan in fused.attrs[PLANS_ATTR].items()}
+    name = max(plans, key=lambda n: len(alloc_buffers(fused[n])))  # the chain of both layers
+    func, plan = staging.unique_buffer_names(fused[name]), plans[name]
+    assert len(alloc_buffers(func)) > 40
+    for instances in sorted({1, plan.instances}):
+        whole = staging.stage_layers(func, SPEC, plan, instances, stitch_runs, windows=False)
+        windowed = staging.stage_layers(func, SPEC, plan, instances, stitch_runs)
+        assert tvm_ffi.structural_equal(windowed, whole)
