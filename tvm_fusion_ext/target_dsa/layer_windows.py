@@ -1,15 +1,16 @@
 """Staging the layers of a sub-graph's kernel one window at a time (GraphTurbo's kernel
 generation, graphturbo-dsa-scheduling.txt section 4: :mod:`.instance_staging`, :mod:`.intrinsics`).
 
-Every layer of a ``graphturbo`` sub-graph sits in the root block's scope of one PrimFunc, and a
+Every layer of a ``graphturbo`` sub-graph sits in the root block's scope of one PrimFunc. A
 schedule primitive on any block of a scope re-analyses the whole scope (TVM's
-``ScheduleState::Replace`` and its block-scope updates), as does creating or copying a schedule;
-staging the layers of a chain kernel one after the other on the whole function costs the number
-of layers times the function's size. :class:`LayerWindows` applies each step (one layer's tiles
-in the layer-bound form, a run of stitched layers, one anchor's operand staging in the pieces'
-loop, one GEMM's tensorization) to a *window* instead: a PrimFunc with the same parameters and
-root allocations whose layers' sequence (the root's body, or the body of the root loop holding
-the layers) keeps only
+``ScheduleState::Replace`` and its block-scope updates), and creating a schedule or a PrimFunc
+costs the function's size, its root allocations included; staging the layers of a chain kernel
+one after the other on the whole function costs the number of layers times the function's size.
+:class:`LayerWindows` applies each step (one layer's tiles in the layer-bound form, a run of
+stitched layers, one anchor's operand staging in the pieces' loop, one GEMM's tensorization) to
+a *window* instead: a PrimFunc with the same parameters and the root allocations its statements
+touch, whose layers' sequence (the root's body, or the body of the root loop holding the layers)
+keeps only
 
 * the statements holding the step's blocks,
 * every statement touching a buffer those touch (their producers and consumers, and those of
@@ -20,10 +21,10 @@ the layers) keeps only
 
 and one placeholder per run of the statements left out, so every kept statement keeps its
 position (TVM inserts cache stages by position in the sequence). The staged window is spliced
-back: its sequence, each placeholder replaced by its run, becomes the layers' sequence, its root
-allocations (the whole function's, changed in place, and the new ones appended) the function's.
-Root statements outside the layers' sequence (weight promotions) that the window touches are
-kept around it and must come back unchanged.
+back: its sequence, each placeholder replaced by its run, becomes the layers' sequence; its root
+allocations replace theirs in the function's (primitives change them in place) and the ones it
+added are appended, as TVM appends them. Root statements outside the layers' sequence (weight
+promotions) that the window touches are kept around it and must come back unchanged.
 
 A step the window cannot decide - one that raises, that changes the root outside the layers'
 sequence, or that needs the whole function (:class:`WindowTooSmall`) - is run on the whole
@@ -160,15 +161,22 @@ class LayerWindows:
         window_root = [s for i, s in enumerate(self.root) if i == self.index or id(s) in picked]
         loop = None if self.index is None else next(
             k for k, s in enumerate(window_root) if self._is_loop(s))
-        window = self._assemble(_nest(window_root, loop, window_layers), self.allocs)
+        used = frozenset().union(*(self._touch(s)[1] for s in window_root if not self._is_loop(s)),
+                                 *(touch[i][1] for i in kept))
+        allocated = [k for k, buf in enumerate(self.allocs) if buf.name in used]
+        window = self._assemble(_nest(window_root, loop, window_layers),
+                                [self.allocs[k] for k in allocated])
         sch = s_tir.Schedule(window)
         staged = step(sch, [sch.get_sblock(n) for n in names], False)
         if staged is None or staged.mod["main"].same_as(window):
             return True
         staged = staged.mod["main"]
-        allocs = list(staged.body.block.alloc_buffers)  # the whole function's, changed in place,
-        if len(allocs) < len(self.allocs):  # and the new ones appended
+        allocs = list(staged.body.block.alloc_buffers)  # the window's, changed in place,
+        if len(allocs) < len(allocated):  # and the new ones appended
             return False
+        whole = list(self.allocs)
+        for k, buf in zip(allocated, allocs):
+            whole[k] = buf
         new_root = _children(staged.body.block.body)
         if self.index is None:
             self.root = self.layers = _unstub(new_root, layers)
@@ -179,7 +187,7 @@ class LayerWindows:
                     a.same_as(b) or tvm_ffi.structural_equal(a, b) for a, b in zip(rest, outer)):
                 return False  # a change outside the layers' sequence
             self.layers = _unstub(_children(loops[0].body), layers)
-        self.allocs = allocs
+        self.allocs = whole + allocs[len(allocated):]
         self._func = None
         return True
 
