@@ -503,3 +503,33 @@ def test_a_planned_kernel_is_never_slower_than_the_staging_schedule():
     mod = tvm.IRModule({"layer": func}).with_attr(PLANS_ATTR, {"layer": plan.to_json()})
     scheduled = DSASchedule(SPEC)(mod)["layer"]
     assert kernel_cycles(kernel_model(scheduled), SPEC) == staging_cycles
+
+
+@pytest.mark.zoo
+@pytest.mark.parametrize("stitch_runs", [False, True])
+def test_layer_windows_stage_what_the_whole_function_stages(stitch_runs):
+    """The layer form staged one window at a time (``target_dsa/layer_windows.py``) is the
+    function staging every layer on the whole function gives, or declined alike: ViT's chain
+    kernel (2 layers), over the whole output and over the plan's instances."""
+    from tvm_fusion_ext import zoo
+    from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import PLANS_ATTR
+    from tvm_fusion_ext.pipelines import fusion_pipeline
+
+    target = tvm.target.Target("dsa/stcp920")
+    mod = zoo.load("vit", {"batch": 32, "image": 64, "depth": 2}).relax("torch")
+    with target:
+        fused = fusion_pipeline("graphturbo", target)(mod)
+    plans = {name: SubgraphPlan.from_json(str(plan)) for name, plan in fused.attrs[PLANS_ATTR].items()}
+    name = max(plans, key=lambda n: len(alloc_buffers(fused[n])))  # the chain of both layers
+    func, plan = staging.unique_buffer_names(fused[name]), plans[name]
+
+    def staged(instances, windows):
+        try:
+            return staging.stage_layers(func, SPEC, plan, instances, stitch_runs, windows=windows)
+        except staging.Unsupported as err:
+            return str(err)
+
+    results = [(staged(n, False), staged(n, True)) for n in sorted({1, plan.instances})]
+    assert any(not isinstance(whole, str) for whole, _ in results)
+    for whole, windowed in results:
+        assert whole == windowed if isinstance(whole, str) else tvm_ffi.structural_equal(windowed, whole)

@@ -58,6 +58,7 @@ from .kernel_model import (
     read_in_place,
     sliced_scope,
 )
+from .layer_windows import LayerWindows, WindowTooSmall
 from .simulator import kernel_cycles
 from .spec import DSASpec
 from .tir_helpers import (
@@ -108,11 +109,14 @@ class Placement:
 
 
 def stage_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
-                   splits: dict[int, int], placement: Placement | None = None) -> tirx.PrimFunc:
+                   splits: dict[int, int], placement: Placement | None = None,
+                   windows: bool = True) -> tirx.PrimFunc:
     """The kernel of the module docstring, with the output split ``{dim: pieces}`` and the piece
     tensors placed per ``placement`` (default: all in LB). The anchors' chunk buffers get what LB
     leaves beside the piece tensors (halved when double-buffered), the promoted weights what GB
-    leaves beside the spilled piece tensors of a cluster's cores."""
+    leaves beside the spilled piece tensors of a cluster's cores. The anchors are staged one
+    :class:`.layer_windows.LayerWindows` window of the piece loop's body at a time (``windows``,
+    the same function as staging them on the whole function)."""
     placement = placement or Placement()
     spill = placement.spill
     sch, piece, weights = _pieces(func, plan, splits, spill)
@@ -125,9 +129,9 @@ def stage_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     chunk_budget = max(spec.lb_bytes // WEIGHT_BUFFER_FRACTION,
                        (spec.lb_bytes - placement.lb_peak) // double)
     promote_budget = spec.gb_bytes - spec.cores_per_cluster * placement.gb_peak
-    _stage_operands(sch, spec, weights, piece, chunk_budget, promote_budget)
     _annotate(sch, piece, spec, plan)
-    return _promote_per_cluster(_tensorize(sch.mod["main"], spec), spec)
+    staged = _stage_operands(sch, spec, weights, piece, chunk_budget, promote_budget, windows)
+    return _promote_per_cluster(_tensorize(staged, spec, sch.get(piece).loop_var, windows), spec)
 
 
 def stage_pieces(func, spec: DSASpec, plan: SubgraphPlan, splits: dict[int, int]) -> tirx.PrimFunc:
@@ -177,9 +181,10 @@ def _pieces(func: tirx.PrimFunc, plan: SubgraphPlan, splits: dict[int, int],
     return sch, piece, weights
 
 
-def _tensorize(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
-    """GEMM-shaped anchors on the matrix unit (:mod:`.intrinsics`)."""
-    return tensorize_func(_unique_block_names(func), spec)
+def _tensorize(func: tirx.PrimFunc, spec: DSASpec, loop_var, windows: bool) -> tirx.PrimFunc:
+    """GEMM-shaped anchors on the matrix unit (:mod:`.intrinsics`); ``loop_var``: the root loop
+    holding the layers (None: the root holds them), ``windows``: as :func:`.intrinsics.tensorize_func`."""
+    return tensorize_func(_unique_block_names(func), spec, loop_var, windows)
 
 
 def _unique_block_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -225,12 +230,13 @@ def _param_readers(by_name: dict, params: set) -> dict[str, list[str]]:
 
 
 def _stage_operands(sch: s_tir.Schedule, spec: DSASpec, weights: set[str], piece, budget: int,
-                    promote_budget: int) -> None:
+                    promote_budget: int, windows: bool = True) -> tirx.PrimFunc:
     """Weights (parameters every piece reads whole) DDR -> GB once, in order of use while they fit
     ``promote_budget``, then -> LB per chunk of the anchor reading them, or per piece for small
     operands of element-wise ops; an anchor's other operands in GB or DDR (spilled tensors) -> LB
     per chunk of at most ``budget`` bytes, and a spilled anchor output written back per chunk
-    (module docstring, item 3)."""
+    (module docstring, item 3), each anchor in a window of the piece loop's body. Returns the
+    staged function."""
     by_name = realizes(sch.mod["main"])
     small: list[tuple[str, str]] = []  # (first reader, staged buffer) copied to LB per piece
     for pname, names in _param_readers(by_name, weights).items():
@@ -248,9 +254,26 @@ def _stage_operands(sch: s_tir.Schedule, spec: DSASpec, weights: set[str], piece
         rv = sch.get_sblock(reader)
         copy = sch.cache_read(rv, _read_index(sch, rv, name), LB)
         sch.compute_at(copy, piece, preserve_unit_loops=True)
+    anchors = [sch.get(rv).name_hint for rv in _block_rvs(sch) if is_reduction(sch.get(rv))]
+    piece_var = sch.get(piece).loop_var
+    staged = LayerWindows(sch.mod["main"], piece_var, windows)
+
+    def operands(trial, rvs, whole):
+        _stage_anchor_operands(trial, rvs[0], spec, _root_loop(trial, piece_var), budget)
+        return trial
+
+    for name in anchors:
+        staged.stage([name], operands)
+    return staged.func
+
+
+def _root_loop(sch: s_tir.Schedule, var):
+    """The root loop over ``var`` (found through the blocks inside it)."""
     for rv in _block_rvs(sch):
-        if is_reduction(sch.get(rv)):
-            _stage_anchor_operands(sch, rv, spec, piece, budget)
+        loops = sch.get_loops(rv)
+        if loops and sch.get(loops[0]).loop_var.same_as(var):
+            return loops[0]
+    raise ValueError(f"no root loop over {var}")
 
 
 def _stage_anchor_operands(sch: s_tir.Schedule, rv, spec: DSASpec, piece, budget: int) -> None:
@@ -434,7 +457,7 @@ def _gemm_like(block) -> bool:
 
 
 def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
-                 instances: int = 1, stitch_runs: bool = False) -> tirx.PrimFunc:
+                 instances: int = 1, stitch_runs: bool = False, windows: bool = True) -> tirx.PrimFunc:
     """The sub-graph with every layer bound to all cores (section 3.4's binding across the
     "other parallelizable dimensions"): inside an optional loop over ``instances`` of the plan's
     dimension (annotated ``dsa.instances``), each block is one phase tiled over the cores
@@ -447,7 +470,11 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     overlapping this one's layers (section 4.4). With buffer stitching (and ``stitch_runs``),
     runs of layers whose tensors Algorithm 4 leaves in LB share one tile loop instead
     (:func:`_stitch_groups`, :func:`_stage_stitched`); the layers' outputs exchanged through GB
-    are written by section 3.5's copy ops and read by its redistribution ops (:data:`MOVEMENT`)."""
+    are written by section 3.5's copy ops and read by its redistribution ops (:data:`MOVEMENT`).
+
+    The layers are staged one :class:`.layer_windows.LayerWindows` window at a time (the same
+    function as staging them on the whole function, ``windows=False``, at a cost per layer that
+    does not grow with the number of layers)."""
     sch = _inlined_schedule(func)
     in_gb = gb_scoped_tensors(func, plan)
     gb_writers = {b.name_hint for b in leaf_blocks(sch.mod["main"])
@@ -484,13 +511,25 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     budget = _promote_anchor_weights(sch, params, spec.gb_bytes - gb_peak, depth, spec)
     if outer is not None:
         sch = _promote_gemm_activations(sch, layers, outer, budget, instances, double)
-    if plan.options.stitch and stitch_runs:
-        for group in _stitch_groups(sch, layers, depth, gb_writers):
-            sch = _stage_stitched(sch, group, spec, depth, double, exchanged) or sch
-    for rv in layers:
-        if len(sch.get_loops(rv)) > depth and not _tiled(sch, rv):
-            sch = _tile_layer(sch, rv, spec, depth, double, plan.options.stitch, exchanged)
-    return _promote_per_cluster(_tensorize(sch.mod["main"], spec), spec)
+    groups = _stitch_groups(sch, layers, depth, gb_writers) if plan.options.stitch and stitch_runs else []
+    groups = [[sch.get(rv).name_hint for rv in group] for group in groups]
+    names = [sch.get(rv).name_hint for rv in layers]
+    staged = LayerWindows(sch.mod["main"], None if outer is None else sch.get(outer).loop_var, windows)
+
+    def stitched(trial, rvs, whole):
+        return _stage_stitched(trial, rvs, spec, depth, double, exchanged, whole)
+
+    def tiled(trial, rvs, whole):
+        if len(trial.get_loops(rvs[0])) > depth and not _tiled(trial, rvs[0]):
+            return _tile_layer(trial, rvs[0], spec, depth, double, plan.options.stitch, exchanged, whole)
+        return None
+
+    for group in groups:
+        staged.stage(group, stitched)
+    for name in names:
+        staged.stage([name], tiled)
+    loop_var = None if outer is None else sch.get(outer).loop_var
+    return _promote_per_cluster(_tensorize(staged.func, spec, loop_var, windows), spec)
 
 
 def gb_scoped_tensors(func: tirx.PrimFunc, plan: SubgraphPlan) -> set[str]:
@@ -543,7 +582,7 @@ def _feeds_only(sch: s_tir.Schedule, producer, consumer, params: set[str], gb_wr
 
 
 def _stage_stitched(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int, double: bool,
-                    exchanged: frozenset) -> s_tir.Schedule | None:
+                    exchanged: frozenset, whole: bool = True) -> s_tir.Schedule | None:
     """One run of :func:`_stitch_groups` as one phase: the last layer tiled along its outermost
     spatial loop only (Algorithm 4's plain binding: cores along the outer dimension, the others
     whole), every earlier layer ``compute_at`` into that tile loop with its output in LB, their
@@ -552,7 +591,8 @@ def _stage_stitched(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int,
     them with matrix-unit-shaped rows when a GEMM is in the run); a tile is kept when no layer of
     the run is recomputed (the layers' bindings match: each tile needs only its own slice of
     every tensor of the run) and the tile loop fits LB; the one with the fewest simulated cycles
-    wins if it beats the layers tiled on their own (:func:`_unstitched_cycles`), else None."""
+    wins if it beats the layers tiled on their own (:func:`_unstitched_cycles`), else None.
+    ``whole``: whether ``sch`` holds the whole function (:func:`_tile_layer`)."""
     last = group[-1]
     loops = _LoopNest(sch, last, depth, spec, batches=True, outer=1)
     if not loops.spatial:
@@ -600,20 +640,20 @@ def _stage_stitched(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int,
         cycles = kernel_cycles(model, spec) - spec.launch_cycles  # the tile loop's phase alone
         if best is None or cycles < best[0]:
             best = (cycles, trial)
-    if best is None or best[0] >= _unstitched_cycles(sch, group, spec, depth, double, exchanged):
+    if best is None or best[0] >= _unstitched_cycles(sch, group, spec, depth, double, exchanged, whole):
         return None
     return best[1]
 
 
 def _unstitched_cycles(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int, double: bool,
-                       exchanged: frozenset) -> float:
+                       exchanged: frozenset, whole: bool = True) -> float:
     """Simulated cycles of the layers of ``group`` each tiled on its own (:func:`_tile_layer`,
     outputs exchanged through GB), what stitching them must beat."""
     trial = sch.copy()
     for rv in group:
         if not _tiled(trial, rv):
             try:
-                trial = _tile_layer(trial, rv, spec, depth, double, True, exchanged)
+                trial = _tile_layer(trial, rv, spec, depth, double, True, exchanged, whole)
             except Unsupported:
                 return math.inf
     loops = {}
@@ -752,7 +792,8 @@ def _layer_scopes(sch, spec: DSASpec) -> tuple[dict[str, str], int]:
 
 
 def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool,
-                stitch: bool = False, exchanged: frozenset = frozenset()) -> s_tir.Schedule:
+                stitch: bool = False, exchanged: frozenset = frozenset(),
+                whole: bool = True) -> s_tir.Schedule:
     """One layer as one phase: its outer spatial loops (all of a batched GEMM's; more than two
     where one row of the inner ones exceeds LB) tiled and fused
     into a loop over tiles bound to every core, its reduction chunked, every operand outside LB
@@ -763,7 +804,9 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool
     through the fused tile loop (a reshape's ``(t * 32 + i) // 128`` spans two rows to it), so
     the cheapest :data:`MAX_LAYER_TILE_TRIALS` tiles are staged on copies of ``sch`` and the first
     whose allocated LB fits is returned; :class:`Unsupported` if none does. With buffer stitching
-    (``stitch``) a GEMM's epilogue runs in its tile (:func:`_epilogue`) where that still fits."""
+    (``stitch``) a GEMM's epilogue runs in its tile (:func:`_epilogue`) where that still fits.
+    A tile whose write-back stays outside its tile loop is checked on the kernel model of the
+    whole function: on a window (``whole`` false) that raises :class:`.layer_windows.WindowTooSmall`."""
     loops = _LoopNest(sch, rv, depth, spec, batches=True)
     if not loops.spatial:
         return sch
@@ -783,6 +826,8 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool
             # buffer lives across that loop (each layer's are its own), so the kernel's LB peak
             # fits iff this loop's does (the other layers' fitted when they were staged).
             func = trial.mod["main"]
+            if tile_loop is None and not whole:
+                raise WindowTooSmall(f"layer {loops.block.name_hint}: the write-back stays outside its tile")
             try:
                 footprint = kernel_model(func if tile_loop is None else
                                          enclosing_only(func, trial.get(tile_loop)))["footprint"]

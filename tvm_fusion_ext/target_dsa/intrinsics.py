@@ -20,6 +20,7 @@ from tvm.script import tirx as T
 
 from ..tir_passes.analysis import block_names
 from .kernel_model import MATRIX_CALL_PREFIX, TILE
+from .layer_windows import LayerWindows
 from .spec import DSASpec
 from .tir_helpers import LB, vars_in
 
@@ -108,31 +109,31 @@ def tensorize_contractions(sch: s_tir.Schedule, spec: DSASpec) -> s_tir.Schedule
     return sch
 
 
-def tensorize_func(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
+def tensorize_func(func: tirx.PrimFunc, spec: DSASpec, loop_var=None,
+                   windows: bool = True) -> tirx.PrimFunc:
     """:func:`tensorize_contractions` over a whole PrimFunc without trial copies
     (``Schedule.copy`` fails after a ``tensorize`` in functions holding several; block names
-    must be unique). The GEMM blocks are found in one walk first, and one schedule serves the
-    blocks in turn: a schedule of a stitched sub-graph kernel is costly to create (its cost grows
-    with the function), so a new one is made only after an attempt that failed once it had
-    started splitting loops, from the function as the last success left it."""
+    must be unique). The GEMM blocks are found in one walk first; each attempt starts from the
+    function as the last success left it, on a :class:`.layer_windows.LayerWindows` window of
+    the sequence holding the kernel's layers (the body of the root loop over ``loop_var``, or
+    the root's): a schedule of a whole stitched sub-graph kernel is costly to create and to
+    change (its cost grows with the function). ``windows=False`` schedules the whole function
+    for each attempt (the same result)."""
     shape = spec.matrix_shape
     if shape is None:
         return func
     realizes = []
     tvm_ffi.structural_walk(func.body, [(s_tir.SBlockRealize, realizes.append)])
-    sch = None
+    staged = LayerWindows(func, loop_var, windows)
+
+    def attempt(sch, rvs, whole):
+        roles = _gemm_roles(sch, rvs[0])
+        inner = None if roles is None else _role_loops(sch, rvs[0], roles, shape)
+        return sch if inner is not None and _tensorize_loops(sch, rvs[0], inner, shape) else None
+
     for name in [r.block.name_hint for r in realizes if _gemm_roles_of(r) is not None]:
-        sch = sch or s_tir.Schedule(func)
-        rv = sch.get_sblock(name)
-        roles = _gemm_roles(sch, rv)
-        inner = None if roles is None else _role_loops(sch, rv, roles, shape)
-        if inner is None:
-            continue
-        if _tensorize_loops(sch, rv, inner, shape):
-            func = sch.mod["main"]
-        else:
-            sch = None
-    return func
+        staged.stage([name], attempt)
+    return staged.func
 
 
 def _gemm_roles(sch, rv):
