@@ -108,14 +108,16 @@ class GraphTurboPartitioner:
         scheduling of section 3 serves fewer DDR round trips (section 3.3); a fused kernel that
         loses to its parts serves neither.
 
-        The parts of a chain are its SGs with the plans they get when the chain is dissolved
-        (the block re-planned, sections 3.3-3.4, with its SGs never chained); the parts of an SG
-        are its layers (:func:`layers`), each an SG without a split (one instance, as Algorithm 2
-        gives an SG none of whose splits fits LB), costed by the staging schedule alone (their
-        kernels take it or a faster one, :func:`~tvm_fusion_ext.target_dsa.schedule.schedule_kernel`).
-        A part of several anchors counts as the cheaper of its kernel and its layers. One kernel
-        is replaced at a time, the block re-planned and judged again until every kernel holds:
-        kernels only ever split, so that ends. Costs and verdicts are memoised per (ops, plan)."""
+        The parts of a chain are its SGs (the chain dissolved: its SGs never chain again); the
+        parts of an SG are its layers (:func:`layers`), each an SG without a split (one instance,
+        as Algorithm 2 gives an SG none of whose splits fits LB). The block is re-planned with
+        the parts (sections 3.3-3.4), which may change other kernels as well (Algorithm 3's order,
+        Algorithm 4's bindings), and the kernels that differ between the two plans are compared
+        (the others cancel out); after dissolving a chain, a kernel of several anchors counts as
+        the cheaper of itself and its layers under the staging schedule (which a later step
+        splits it into). One kernel is replaced at a time and the block judged again until every
+        kernel holds: kernels only ever split, so that ends. Costs and verdicts are memoised per
+        (ops, plan)."""
         chain = self.chain and self.options.instances
         tg = block.graph
         costs: dict[tuple, int | None] = {}
@@ -133,37 +135,47 @@ class GraphTurboPartitioner:
                                  if _anchors(tg, ops) > 1 else None) if c is not None]
             return min(found) if found else None
 
+        def kernels_of(block: BlockPlan) -> set[tuple]:
+            result = set()
+            for sgs in block.chains:
+                ops = tuple(sorted(op for sg in sgs for op in block.grouping.groups[sg]))
+                found = block.kernels.get(tuple(callees[m] for m in ops))
+                result.add((ops, found.to_json() if found is not None else None))
+            return result
+
+        def total(kernels: set[tuple], plans: dict, cheaper_apart: bool) -> int | None:
+            return _total([(apart if cheaper_apart else cost)(list(ops), plans) for ops, _ in kernels])
+
         unchained: set[frozenset[int]] = set()
         while True:
+            current = kernels_of(block)
             for sgs in block.chains:
                 ops = sorted(op for sg in sgs for op in block.grouping.groups[sg])
                 found = block.kernels.get(tuple(callees[m] for m in ops))
                 verdict = (tuple(ops), found.to_json() if found is not None else None)
                 if _anchors(tg, ops) < 2 or verdict in kept:
                     continue
-                whole = cost(ops, block.kernels)
                 groups = block.grouping.groups
                 if len(sgs) > 1:
                     dissolved = unchained | {frozenset(groups[sg]) for sg in sgs}
-                    trial = plan(tg, block.grouping, self.cores, callees, self.options, chain=chain,
-                                 unchained={sg for sg, g in enumerate(groups) if frozenset(g) in dissolved})
-                    parts = _total([apart(groups[sg], trial.kernels) for sg in sgs])
+                    grouping = block.grouping
                 else:
                     dissolved = unchained
                     items = [(g, b) for sg, (g, b) in enumerate(zip(groups, block.grouping.best))
                              if sg != sgs[0]] + [(layer, None) for layer in layers(tg, ops)]
                     items.sort(key=lambda item: min(item[0]))
                     grouping = Grouping([g for g, _ in items], [b for _, b in items], block.grouping.merges)
-                    trial = None
-                    parts = _total([cost(layer, {}) for layer in layers(tg, ops)])
-                if whole is None or parts is None or parts >= whole:
+                trial = plan(tg, grouping, self.cores, callees, self.options, chain=chain,
+                             unchained={sg for sg, g in enumerate(grouping.groups) if frozenset(g) in dissolved})
+                # Re-planning may change other kernels too (Algorithm 3's order, Algorithm 4's
+                # bindings): the kernels that differ are compared, the rest cancel out.
+                after = kernels_of(trial)
+                before_cycles = total(current - after, block.kernels, cheaper_apart=False)
+                after_cycles = total(after - current, trial.kernels, cheaper_apart=len(sgs) > 1)
+                if before_cycles is None or after_cycles is None or after_cycles >= before_cycles:
                     kept.add(verdict)
                     continue
                 unchained = dissolved
-                if trial is None:
-                    trial = plan(tg, grouping, self.cores, callees, self.options, chain=chain,
-                                 unchained={sg for sg, g in enumerate(grouping.groups)
-                                            if frozenset(g) in unchained})
                 block = trial
                 break
             else:
