@@ -95,14 +95,14 @@ def test_a_kernel_tvm_cannot_stage_is_declined_not_a_crash(monkeypatch):
     from tvm_fusion_ext.target_dsa.target import spec_of_target
 
     takes = _dlrm_gathers()
-    staged = dsa_schedule.evaluate
+    staged = dsa_schedule.staged_kernel  # memoised: a kernel staged before would not fail again
 
-    def failing(func, spec, decisions):
+    def failing(func, spec):
         if func.same_as(takes["take1"]):
             raise RuntimeError("InternalError: Check failed: InverseAffineIterMap")
-        return staged(func, spec, decisions)
+        return staged(func, spec)
 
-    monkeypatch.setattr(dsa_schedule, "evaluate", failing)
+    monkeypatch.setattr(dsa_schedule, "staged_kernel", failing)
     schedule = dsa_schedule.DSASchedule(spec_of_target("dsa/stcp920"))
     out = schedule(takes)
     assert schedule.stats["declined"] == 1 and schedule.stats["scheduled"] == 1

@@ -71,7 +71,8 @@ def _group_module(graph: DataflowGraph, group: Iterable[int], lift_constants: bo
     return mini, inputs
 
 
-def fused_kernel(graph: DataflowGraph, group: Iterable[int]) -> tirx.PrimFunc | None:
+def fused_kernel(graph: DataflowGraph, group: Iterable[int], layout_free: bool = True
+                 ) -> tirx.PrimFunc | None:
     """The one PrimFunc the pipeline makes of ``group`` (``None`` when ``FuseTIR`` cannot make
     one), as the schedule receives it: the group's bindings as a ``Primitive`` function with its
     constants lifted to parameters (as ``MaterializePartition`` does) and passed by the caller,
@@ -79,11 +80,13 @@ def fused_kernel(graph: DataflowGraph, group: Iterable[int]) -> tirx.PrimFunc | 
     ``AttachAttrLayoutFreeBuffers`` (the CPU backend's first scheduling pass: constant weights
     are packed once, at compile time, not in the kernel). A single ``call_tir`` keeps its own
     PrimFunc, simplified as the ``fuse_tir`` phase simplifies every kernel (a 1x1 conv's unit
-    window iterators become constants, which makes it an einsum the schedule can pad)."""
+    window iterators become constants, which makes it an einsum the schedule can pad).
+    ``layout_free=False`` leaves out ``AttachAttrLayoutFreeBuffers``: the kernel as the DSA
+    backend, which packs no weights, receives it."""
     members = sorted(group)
+    attach = [relax.transform.AttachAttrLayoutFreeBuffers()] if layout_free else []
     if len(members) == 1 and graph.nodes[members[0]].kind is NodeKind.CALL_TIR:
-        mini = tvm.transform.Sequential([s_tir.transform.StmtSimplify(),
-                                         relax.transform.AttachAttrLayoutFreeBuffers()])(
+        mini = tvm.transform.Sequential([s_tir.transform.StmtSimplify(), *attach])(
             group_module(graph, members))
         (kernel,) = [f for _, f in mini.functions_items() if isinstance(f, tirx.PrimFunc)]
         return kernel
@@ -100,7 +103,7 @@ def fused_kernel(graph: DataflowGraph, group: Iterable[int]) -> tirx.PrimFunc | 
     try:
         fused = tvm.transform.Sequential([
             relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
-            s_tir.transform.StmtSimplify(), relax.transform.AttachAttrLayoutFreeBuffers()])(bb.get())
+            s_tir.transform.StmtSimplify(), *attach])(bb.get())
     except Exception:  # noqa: BLE001 - a group FuseTIR cannot fuse is no candidate
         return None
     prims = [f for _, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)]

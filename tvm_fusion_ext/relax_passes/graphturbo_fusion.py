@@ -15,7 +15,12 @@ Hardware awareness per target (section 3.6):
   schedules one cluster's share) and an instance is bound to the ``c`` cores of its cluster
   (Algorithm 4's factors 8/4/2/1), keeping its tensors in their LBs. Algorithm 1 on one cluster's
   share against ``c`` LBs is Algorithm 1 on the whole graph against all ``d * c`` LBs, so
-  ``sizeof(LB)`` is ``num_cores * lb_bytes`` here; no cap on sub-graph size.
+  ``sizeof(LB)`` is ``num_cores * lb_bytes`` here; no cap on sub-graph size. The simulator
+  judges the kernels: a kernel of several anchors (an SG, or a chain of SGs) is kept only where it
+  simulates in at most the cycles of its parts as kernels of their own (a chain's SGs, an SG's
+  layers; :meth:`~tvm_fusion_ext.partitioners.graphturbo.GraphTurboPartitioner.judge`), each
+  scheduled as :class:`~tvm_fusion_ext.target_dsa.schedule.DSASchedule` would
+  (:func:`dsa_kernel_cost`).
 * **CPU** (``llvm``): LB is the per-core cache of the CPU spec (``fast_memory_bytes``). The CPU
   kernel generator (the default schedule) has no instance loop and tiles one anchor op per kernel
   (section 4.1); the other reductions of a multi-anchor kernel would run as plain loop nests. A
@@ -36,13 +41,30 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from ..cost import ProfitabilityCheck, profitability_for
+from ..analysis.graph import DataflowGraph
+from ..cost import ProfitabilityCheck, fused_kernel, profitability_for
 from ..hardware.spec import spec_for_target
 from ..ir_utils import is_primitive
 from ..partitioners.graphturbo import GraphTurboPartitioner
 from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR, KernelOptions
+from ..partitioners.graphturbo.partitioner import KernelCost
 from ..registration import register_pass
+from ..target_dsa.schedule import scheduled_cycles
+from ..target_dsa.spec import DSASpec
 from .materialize_partition import MaterializePartition
+
+
+def dsa_kernel_cost(spec: DSASpec) -> KernelCost:
+    """The simulated cycles of a group's kernel on the DSA ``spec``: the PrimFunc ``FuseTIR``
+    makes of the group (:func:`~tvm_fusion_ext.cost.fused_kernel`, without the CPU's weight
+    packing) scheduled with its GraphTurbo plan as ``DSASchedule`` would
+    (:func:`~tvm_fusion_ext.target_dsa.schedule.scheduled_cycles`)."""
+
+    def cost(graph: DataflowGraph, ops: list[int], plan_json: str | None) -> int | None:
+        func = fused_kernel(graph, ops, layout_free=False)
+        return None if func is None else scheduled_cycles(func, spec, plan_json)
+
+    return cost
 
 
 @register_pass
@@ -79,7 +101,8 @@ class GraphTurboFusion:
             profit = self.profitability or profitability_for(target)
         partitioner = GraphTurboPartitioner(lb, cores, self.max_ops, self.options,
                                             single_anchor=not dsa, chain=dsa,
-                                            accept=profit.accepts if profit is not None else None)
+                                            accept=profit.accepts if profit is not None else None,
+                                            kernel_cost=dsa_kernel_cost(spec) if dsa else None)
         out = MaterializePartition(partitioner)(mod)
         self.plans.extend(partitioner.plans)
         kernels = {key: p for block in partitioner.plans for key, p in block.kernels.items()}

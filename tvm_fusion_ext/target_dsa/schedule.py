@@ -229,7 +229,7 @@ class DSASchedule:
     GraphTurbo's kernel generation instead (:mod:`.instance_staging`: instances bound to cores,
     buffer stitching, weight promotion; chosen by :mod:`.instance_schedule`), or this per-kernel
     staging if that declines or, for a kernel of one anchor, simulates faster
-    (:func:`_staging_is_faster`).
+    (:func:`_staging_is_faster`); :func:`schedule_kernel` makes that choice per PrimFunc.
     ``stats`` counts scheduled, declined and ``graphturbo`` functions.
     """
 
@@ -243,23 +243,47 @@ class DSASchedule:
         for gvar, func in mod.functions_items():
             if not isinstance(func, tirx.PrimFunc) or is_scheduled(func):
                 continue
-            if gvar.name_hint in plans:
-                staged = subgraph_kernel(func, self.spec, str(plans[gvar.name_hint]))
-                if staged is not None and not _staging_is_faster(func, self.spec, staged):
-                    self.stats["graphturbo"] += 1
-                    updates[gvar] = staged.with_attr(SCHEDULED_ATTR, True)
-                    continue
-            try:
-                scheduled = evaluate(func, self.spec, default_decisions(func, self.spec))[0].mod["main"]
-            except (Decline, s_tir.ScheduleError, ValueError, RuntimeError) as err:
-                # RuntimeError: a failed internal check of a TVM primitive (e.g. compute_at's
-                # InverseAffineIterMap on DLRM's batch-1024 gathers); the kernel runs unstaged
-                _LOG.info("DSA schedule declined %s: %s", gvar.name_hint, err)
-                self.stats["declined"] += 1
+            plan = str(plans[gvar.name_hint]) if gvar.name_hint in plans else None
+            scheduled, kind = schedule_kernel(func, self.spec, plan)
+            self.stats[kind] += 1
+            if scheduled is None:
+                _LOG.info("DSA schedule declined %s", gvar.name_hint)
                 continue
-            self.stats["scheduled"] += 1
             updates[gvar] = scheduled.with_attr(SCHEDULED_ATTR, True)
         return with_functions(mod, updates)
+
+
+def schedule_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str | None = None
+                    ) -> tuple[tirx.PrimFunc | None, str]:
+    """The kernel :class:`DSASchedule` makes of ``func`` and how (``"graphturbo"``,
+    ``"scheduled"`` or ``"declined"``, when it runs unstaged: None). With a GraphTurbo plan, the
+    kernel generator's (:func:`subgraph_kernel`) unless it declines or, for a kernel of one anchor,
+    :func:`_staging_is_faster`; else the staging schedule of :func:`default_decisions`."""
+    if plan_json is not None:
+        staged = subgraph_kernel(func, spec, plan_json)
+        if staged is not None and not _staging_is_faster(func, spec, staged):
+            return staged, "graphturbo"
+    try:
+        # RuntimeError: a failed internal check of a TVM primitive (e.g. compute_at's
+        # InverseAffineIterMap on DLRM's batch-1024 gathers); the kernel runs unstaged
+        return staged_kernel(func, spec)[0], "scheduled"
+    except (Decline, s_tir.ScheduleError, ValueError, RuntimeError):
+        return None, "declined"
+
+
+_CYCLES: dict = {}
+
+
+def scheduled_cycles(func: tirx.PrimFunc, spec: DSASpec, plan_json: str | None = None) -> int:
+    """Simulated cycles of the kernel :func:`schedule_kernel` makes of ``func`` (of ``func`` as
+    it is when declined: straight from DDR), memoised per (structural hash, plan, spec). What the
+    ``graphturbo`` strategies compare a fused kernel's parts by on a DSA target
+    (:mod:`tvm_fusion_ext.relax_passes.graphturbo_fusion`)."""
+    key = (tvm_ffi.structural_hash(func), plan_json, spec)
+    if key not in _CYCLES:
+        scheduled, _ = schedule_kernel(func, spec, plan_json)
+        _CYCLES[key] = kernel_cycles(kernel_model(scheduled if scheduled is not None else func), spec)
+    return _CYCLES[key]
 
 
 _STAGED: dict = {}
@@ -267,8 +291,9 @@ _STAGED: dict = {}
 
 def staged_kernel(func: tirx.PrimFunc, spec: DSASpec) -> tuple[tirx.PrimFunc, int]:
     """The staging schedule of :func:`default_decisions` (:func:`evaluate`) and its simulated
-    cycles, memoised per (structural hash of the kernel, spec) for the planned kernels that
-    :func:`_staging_is_faster` compares in every Fig. 15 bar; raises what they raise."""
+    cycles, memoised per (structural hash of the kernel, spec): the planned kernels that
+    :func:`_staging_is_faster` compares in every Fig. 15 bar, and the kernels whose cycles
+    :func:`scheduled_cycles` gave before the pipeline schedules them; raises what they raise."""
     key = (tvm_ffi.structural_hash(func), spec)
     if key not in _STAGED:
         try:

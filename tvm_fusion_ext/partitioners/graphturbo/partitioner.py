@@ -15,11 +15,18 @@ The chains are kept when Algorithm 3's order over their instances has the lower 
 split an SG along another dimension than its BestSplit (BERT's FFN up-projection, split along its
 columns alone, is split along the tokens of the down-projection that follows it); Algorithm 2 is
 unchanged, only the kernels it is realised with.
+
+With ``kernel_cost`` (the DSA's simulator, section 4: the kernel generator picks among
+implementations, and section 3's instances are a means to fewer DDR round trips, not an end), a
+kernel of more than one anchor op is kept only where it simulates in at most the cycles of its
+parts as kernels of their own (:meth:`GraphTurboPartitioner.judge`): a chain's SGs, an SG's
+layers (:func:`layers`).
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...analysis.graph import DataflowGraph, MergeCheck, NodeKind
@@ -29,6 +36,10 @@ from .instances import InstanceGraph, build_instances, choose_order, order_peak
 from .kernel_plan import KernelOptions, SubgraphPlan
 from .ops import TurboGraph, from_dataflow_graph
 from .split_info import MAX_RECOMPUTE_RATIO, Split, output_op, propagate, recompute_ratio
+
+# Simulated cycles of the kernel ``ops`` (node ids of the graph) make with the plan JSON (None:
+# no plan), or None when no kernel can be made of them.
+KernelCost = Callable[[DataflowGraph, list[int], str | None], int | None]
 
 
 @dataclass
@@ -51,18 +62,21 @@ class GraphTurboPartitioner:
     :mod:`.grouping`); ``plans`` collects one
     :class:`BlockPlan` per partitioned block; ``options`` (Fig. 15's switches) go into every
     sub-graph plan. With ``accept`` (the profitability check, CPU targets), a merge Algorithm 2's
-    rules allow is made only where it accepts the SGs' union as one kernel.
+    rules allow is made only where it accepts the SGs' union as one kernel. With ``kernel_cost``
+    (DSA targets) every kernel of several anchors is checked against its parts (:meth:`judge`).
     """
 
     def __init__(self, lb_bytes: int, cores: int, max_ops: int | None = None,
                  options: KernelOptions | None = None, single_anchor: bool = False,
-                 chain: bool = False, accept: MergeCheck | None = None):
+                 chain: bool = False, accept: MergeCheck | None = None,
+                 kernel_cost: KernelCost | None = None):
         self.lb_bytes = lb_bytes
         self.cores = cores
         self.max_ops = max_ops
         self.chain = chain
         self.single_anchor = single_anchor
         self.accept = accept
+        self.kernel_cost = kernel_cost
         self.options = options or KernelOptions()
         self.plans: list[BlockPlan] = []
 
@@ -81,16 +95,100 @@ class GraphTurboPartitioner:
                    for b, n in zip(graph.bindings, graph.nodes)]
         block = plan(tg, grouping, self.cores, callees, self.options,
                      chain=self.chain and self.options.instances)
+        if self.kernel_cost is not None:
+            block = self.judge(graph, block, callees)
         self.plans.append(block)
-        kernels = [sorted(op for sg in c for op in grouping.groups[sg]) for c in block.chains]
+        kernels = [sorted(op for sg in c for op in block.grouping.groups[sg]) for c in block.chains]
         return [k for k in kernels if len(k) > 1]
+
+    def judge(self, graph: DataflowGraph, block: BlockPlan, callees: list[str]) -> BlockPlan:
+        """``block`` with every kernel of more than one anchor op that simulates slower
+        (``kernel_cost``) than its parts as separate kernels replaced by them. GraphTurbo's kernel
+        generator picks the fastest implementation of a sub-graph (section 4), and the instance
+        scheduling of section 3 serves fewer DDR round trips (section 3.3); a fused kernel that
+        loses to its parts serves neither.
+
+        The parts of a chain are its SGs (the chain dissolved: its SGs never chain again); the
+        parts of an SG are its layers (:func:`layers`), each an SG without a split (one instance,
+        as Algorithm 2 gives an SG none of whose splits fits LB). The block is re-planned with
+        the parts (sections 3.3-3.4), which may change other kernels as well (Algorithm 3's order,
+        Algorithm 4's bindings), and the kernels that differ between the two plans are compared
+        (the others cancel out); after dissolving a chain, a kernel of several anchors counts as
+        the cheaper of itself and its layers under the staging schedule (which a later step
+        splits it into). One kernel is replaced at a time and the block judged again until every
+        kernel holds: kernels only ever split, so that ends. Costs and verdicts are memoised per
+        (ops, plan)."""
+        chain = self.chain and self.options.instances
+        tg = block.graph
+        costs: dict[tuple, int | None] = {}
+        kept: set[tuple] = set()
+
+        def cost(ops: list[int], kernels: dict) -> int | None:
+            found = kernels.get(tuple(callees[m] for m in ops))
+            key = (tuple(ops), found.to_json() if found is not None else None)
+            if key not in costs:
+                costs[key] = self.kernel_cost(graph, ops, key[1])
+            return costs[key]
+
+        def apart(ops: list[int], kernels: dict) -> int | None:
+            found = [c for c in (cost(ops, kernels), _total([cost(layer, {}) for layer in layers(tg, ops)])
+                                 if _anchors(tg, ops) > 1 else None) if c is not None]
+            return min(found) if found else None
+
+        def kernels_of(block: BlockPlan) -> set[tuple]:
+            result = set()
+            for sgs in block.chains:
+                ops = tuple(sorted(op for sg in sgs for op in block.grouping.groups[sg]))
+                found = block.kernels.get(tuple(callees[m] for m in ops))
+                result.add((ops, found.to_json() if found is not None else None))
+            return result
+
+        def total(kernels: set[tuple], plans: dict, cheaper_apart: bool) -> int | None:
+            return _total([(apart if cheaper_apart else cost)(list(ops), plans) for ops, _ in kernels])
+
+        unchained: set[frozenset[int]] = set()
+        while True:
+            current = kernels_of(block)
+            for sgs in block.chains:
+                ops = sorted(op for sg in sgs for op in block.grouping.groups[sg])
+                found = block.kernels.get(tuple(callees[m] for m in ops))
+                verdict = (tuple(ops), found.to_json() if found is not None else None)
+                if _anchors(tg, ops) < 2 or verdict in kept:
+                    continue
+                groups = block.grouping.groups
+                if len(sgs) > 1:
+                    dissolved = unchained | {frozenset(groups[sg]) for sg in sgs}
+                    grouping = block.grouping
+                else:
+                    dissolved = unchained
+                    items = [(g, b) for sg, (g, b) in enumerate(zip(groups, block.grouping.best))
+                             if sg != sgs[0]] + [(layer, None) for layer in layers(tg, ops)]
+                    items.sort(key=lambda item: min(item[0]))
+                    grouping = Grouping([g for g, _ in items], [b for _, b in items], block.grouping.merges)
+                trial = plan(tg, grouping, self.cores, callees, self.options, chain=chain,
+                             unchained={sg for sg, g in enumerate(grouping.groups) if frozenset(g) in dissolved})
+                # Re-planning may change other kernels too (Algorithm 3's order, Algorithm 4's
+                # bindings): the kernels that differ are compared, the rest cancel out.
+                after = kernels_of(trial)
+                before_cycles = total(current - after, block.kernels, cheaper_apart=False)
+                after_cycles = total(after - current, trial.kernels, cheaper_apart=len(sgs) > 1)
+                if before_cycles is None or after_cycles is None or after_cycles >= before_cycles:
+                    kept.add(verdict)
+                    continue
+                unchained = dissolved
+                block = trial
+                break
+            else:
+                return block
 
 
 def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | None = None,
-         options: KernelOptions | None = None, chain: bool = False) -> BlockPlan:
+         options: KernelOptions | None = None, chain: bool = False,
+         unchained: set[int] | frozenset[int] = frozenset()) -> BlockPlan:
     """Sections 3.3-3.4 over a grouping: instances, the better order, bindings and scopes; the
-    kernels (SGs, or with ``chain`` the :func:`chains`, when the depth-first order wins on the
-    instances of the chains' splits); with ``callees`` (each op's PrimFunc name) also the plan of
+    kernels (SGs, or with ``chain`` the :func:`chains`, leaving the SGs ``unchained`` out, when
+    the depth-first order wins on the instances of the chains' splits); with ``callees`` (each
+    op's PrimFunc name) also the plan of
     every fused kernel (the split of its last SG, the binding and scope of its first instance, and
     the scope of the first instance of every other SG of a chain; a kernel of one op is keyed by
     its PrimFunc's name alone)."""
@@ -99,7 +197,7 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
     ig = build_instances(tg, grouping)
     kind, order = choose_order(ig)
     if chain:
-        chained = chains(tg, grouping)
+        chained = chains(tg, grouping, unchained)
         chained_splits = chain_splits(tg, grouping, chained)
         chained_ig = build_instances(tg, grouping, splits=chained_splits)
         chained_kind, chained_order = choose_order(chained_ig)
@@ -132,12 +230,13 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
                      kernel_sgs)
 
 
-def chains(tg: TurboGraph, grouping: Grouping) -> list[list[int]]:
+def chains(tg: TurboGraph, grouping: Grouping, unchained: set[int] | frozenset[int] = frozenset()
+           ) -> list[list[int]]:
     """Straight chains of SGs (in topological order) whose instances line up: SG ``b`` joins the
     chain ending with ``a`` when ``a`` is its only producer SG, ``b`` the only consumer SG of
     ``a``, and the chain with ``b`` still has a :func:`chain_split` - then instance ``j`` of the
     chain needs only slice ``j`` of every SG in it, and the depth-first order of Algorithm 3 runs
-    them back to back."""
+    them back to back. An SG in ``unchained`` is a chain of its own."""
     owner = {op: sg for sg, group in enumerate(grouping.groups) for op in group}
     producers = [set() for _ in grouping.groups]
     consumers = [set() for _ in grouping.groups]
@@ -152,6 +251,7 @@ def chains(tg: TurboGraph, grouping: Grouping) -> list[list[int]]:
     for sg in sorted(range(len(grouping.groups)), key=lambda g: min(grouping.groups[g])):
         prev = next(iter(producers[sg])) if len(producers[sg]) == 1 else None
         if (prev is not None and prev in tail and consumers[prev] == {sg}
+                and sg not in unchained and prev not in unchained
                 and chain_split(tg, grouping, [*result[tail[prev]], sg]) is not None):
             chain = tail.pop(prev)
             result[chain].append(sg)
@@ -195,3 +295,30 @@ def chain_splits(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]]
             for sg, split in chain_split(tg, grouping, sgs).items():
                 splits[sg] = split
     return splits
+
+
+def layers(tg: TurboGraph, ops: list[int]) -> list[list[int]]:
+    """The layers of a kernel's ops (section 1.1: an anchor, e.g. a conv, with the element-wise
+    ops on its result such as batchnorm and ReLU), in topological order: an anchor op starts a
+    layer, as does an op with no producer among ``ops``; any other op joins the latest layer of
+    its producers (so the layers' dependences go forwards only). What a sub-graph is made of when
+    it runs as kernels of one anchor each (:meth:`GraphTurboPartitioner.judge`)."""
+    layer_of: dict[int, int] = {}
+    result: list[list[int]] = []
+    for op in sorted(ops):
+        inside = [layer_of[p] for p in tg.ops[op].inputs if p in layer_of]
+        if tg.ops[op].anchor or not inside:
+            layer_of[op] = len(result)
+            result.append([op])
+        else:
+            layer_of[op] = max(inside)
+            result[layer_of[op]].append(op)
+    return result
+
+
+def _anchors(tg: TurboGraph, ops: list[int]) -> int:
+    return sum(tg.ops[op].anchor for op in ops)
+
+
+def _total(costs: list[int | None]) -> int | None:
+    return None if None in costs else sum(costs)
