@@ -22,8 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 from pathlib import Path
+
+# this checkout's package, not another one an editable install points to
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tvm_fusion_ext  # noqa: F401  (registers the strategies and the DSA target)
 from tvm_fusion_ext import zoo
