@@ -184,8 +184,8 @@ def _tensorize_one(sch, rv, roles, shape) -> bool:
 
 
 def _role_loops(sch, rv, roles, shape) -> dict | None:
-    """The innermost loop of each role (``i``, ``j``, ``k``), when each extent is a multiple of
-    the MME shape; ``None`` otherwise. Changes nothing."""
+    """The innermost loop of each role (``i``, ``j``, ``k``), when each extent is a constant
+    multiple of the MME shape; ``None`` otherwise. Changes nothing."""
     loops = sch.get_loops(rv)
     by_var = {sch.get(lp).loop_var.name: lp for lp in loops}
     inner = {}
@@ -194,8 +194,8 @@ def _role_loops(sch, rv, roles, shape) -> dict | None:
         if not candidates:
             return None
         loop = candidates[-1]
-        extent = int(sch.get(loop).extent)
-        if extent % size:
+        extent = sch.get(loop).extent
+        if not isinstance(extent, tirx.IntImm) or extent.value % size:  # symbolic: no fixed split
             return None
         inner[role] = loop
     return inner
