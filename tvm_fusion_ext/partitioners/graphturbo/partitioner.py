@@ -123,9 +123,13 @@ class GraphTurboPartitioner:
         costs: dict[tuple, int | None] = {}
         kept: set[tuple] = set()
 
-        def cost(ops: list[int], kernels: dict) -> int | None:
+        def key_of(ops, kernels: dict) -> tuple:
+            """``(ops, plan JSON of their kernel in kernels or None)``."""
             found = kernels.get(tuple(callees[m] for m in ops))
-            key = (tuple(ops), found.to_json() if found is not None else None)
+            return tuple(ops), found.to_json() if found is not None else None
+
+        def cost(ops: list[int], kernels: dict) -> int | None:
+            key = key_of(ops, kernels)
             if key not in costs:
                 costs[key] = self.kernel_cost(graph, ops, key[1])
             return costs[key]
@@ -138,9 +142,7 @@ class GraphTurboPartitioner:
         def kernels_of(block: BlockPlan) -> set[tuple]:
             result = set()
             for sgs in block.chains:
-                ops = tuple(sorted(op for sg in sgs for op in block.grouping.groups[sg]))
-                found = block.kernels.get(tuple(callees[m] for m in ops))
-                result.add((ops, found.to_json() if found is not None else None))
+                result.add(key_of(sorted(op for sg in sgs for op in block.grouping.groups[sg]), block.kernels))
             return result
 
         def total(kernels: set[tuple], plans: dict, cheaper_apart: bool) -> int | None:
@@ -151,8 +153,7 @@ class GraphTurboPartitioner:
             current = kernels_of(block)
             for sgs in block.chains:
                 ops = sorted(op for sg in sgs for op in block.grouping.groups[sg])
-                found = block.kernels.get(tuple(callees[m] for m in ops))
-                verdict = (tuple(ops), found.to_json() if found is not None else None)
+                verdict = key_of(ops, block.kernels)
                 if _anchors(tg, ops) < 2 or verdict in kept:
                     continue
                 groups = block.grouping.groups
