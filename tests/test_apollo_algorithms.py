@@ -20,7 +20,7 @@ from tvm_fusion_ext.partitioners.apollo import (
     stitch_parallel,
     without_rules,
 )
-from tvm_fusion_ext.partitioners.apollo.compound_ops import close_unfused_compound_ops, compound_instances
+from tvm_fusion_ext.partitioners.apollo.compound_ops import close_compound_ops, compound_instances
 from tvm_fusion_ext.partitioners.apollo.rules import TABLE_2
 from tvm_fusion_ext.tir_passes.reduction_forms import ReductionForm
 
@@ -382,10 +382,32 @@ def test_an_op_fused_with_nothing_else_is_closed_and_a_fused_one_is_not():
     # the first softmax: exp and sum in one group, max and norm alone; the second softmax's norm
     # is fused with the add after it
     groups = [[n("exp1"), n("sum1")], [n("norm2"), n("add")]]
-    closed, count = close_unfused_compound_ops(graph, groups, pieces)
+    closed, count = close_compound_ops(graph, groups, pieces)
     assert count == 1
     assert sorted(map(sorted, closed)) == sorted([[n("max1"), n("exp1"), n("sum1"), n("norm1")],
                                                   [n("norm2"), n("add")]])
     # already one group, or fused with another op: nothing to do
     whole = [[n("max1"), n("exp1"), n("sum1"), n("norm1")], [n("norm2"), n("add")]]
-    assert close_unfused_compound_ops(graph, whole, pieces) == (whole, 0)
+    assert close_compound_ops(graph, whole, pieces) == (whole, 0)
+
+
+def test_a_partly_fused_op_is_closed_only_where_the_judge_says_it_pays():
+    graph, pieces = _two_softmaxes()
+    n = graph.index_of
+    # Layer I alone: the first softmax's max joins the matmul before it, the second softmax's
+    # norm the add after it; their other pieces are kernels of their own
+    groups = [[n("mm"), n("max1")], [n("exp1"), n("sum1")], [n("norm2"), n("add")]]
+    assert close_compound_ops(graph, groups, pieces) == (groups, 0)  # no judge: as aggregation left it
+    asked = []
+
+    def judge(current, closed):
+        asked.append((sorted(map(sorted, current)), sorted(map(sorted, closed))))
+        return n("max1") in closed[0]  # close the first softmax only
+
+    closed, count = close_compound_ops(graph, groups, pieces, closing_pays=judge)
+    assert count == 1
+    softmax1 = [n("max1"), n("exp1"), n("sum1"), n("norm1")]
+    assert sorted(map(sorted, closed)) == sorted([[n("mm")], softmax1, [n("norm2"), n("add")]])
+    assert asked[0] == (sorted([[n("mm"), n("max1")], [n("exp1"), n("sum1")]]), sorted([softmax1, [n("mm")]]))
+    assert asked[1] == ([[n("norm2"), n("add")]],
+                        sorted([[n("max2"), n("exp2"), n("sum2"), n("norm2")], [n("add")]]))

@@ -271,6 +271,33 @@ def test_feedback_without_file_stays_in_memory():
 
 
 @I.ir_module
+class ResidualLayerNorm:
+    @R.function
+    def main(x: R.Tensor((64, 256), "float32"), y: R.Tensor((64, 256), "float32"),
+             g: R.Tensor((256,), "float32"), b: R.Tensor((256,), "float32")):
+        with R.dataflow():
+            s = R.add(x, y)
+            n = R.nn.layer_norm(s, g, b, axes=[-1])
+            R.output(n)
+        return n
+
+
+def test_a_partly_fused_op_is_closed_where_predicted_faster():
+    """Layer I alone fuses the layer norm's first reduction with the residual add and leaves its
+    other pieces as two kernels; with the profitability check the layer norm is one kernel again,
+    the add another, as in ``stock``; without it, aggregation's three kernels stand."""
+    kernels = {}
+    for cost_check in (False, True):
+        fusion = ApolloFusion(("I",), cost_check=cost_check)
+        with TARGET:
+            kernels[cost_check] = kernel_traffic(relax.transform.FuseTIR()(fusion(_opened(ResidualLayerNorm)))).kernels
+        assert fusion.stats["compound_ops_closed"] == int(cost_check)
+    assert kernels == {False: 3, True: 2}
+    assert _kernels(ResidualLayerNorm, "apollo-no-stitch") == _kernels(ResidualLayerNorm, "stock") == 2
+    assert_same_as_unfused(ResidualLayerNorm, "apollo-no-stitch")
+
+
+@I.ir_module
 class ScaledMaskedSoftmax:
     @R.function
     def main(x: R.Tensor((4, 32, 32), "float32"), mask: R.Tensor((1, 32), "float32")):

@@ -203,6 +203,36 @@ class DataflowGraph:
         group = set(group)
         return not self.merge_creates_cycle(group, ())
 
+    def groups_are_acyclic(self, groups: Iterable[Iterable[int]]) -> bool:
+        """Whether the kernels of ``groups`` (each convex; nodes in no group are kernels of their
+        own) can run in some order: no two groups depend on each other, even through others."""
+        groups = [list(g) for g in groups]
+        owner = {m: gi for gi, g in enumerate(groups) for m in g}
+        node_group = [owner.get(n.index, len(groups) + n.index) for n in self.nodes]
+        deps: dict[int, set[int]] = {}
+        for node in self.nodes:
+            for p in node.inputs:
+                if node_group[p] != node_group[node.index]:
+                    deps.setdefault(node_group[node.index], set()).add(node_group[p])
+        state: dict[int, int] = {}  # 1: on the search path, 2: done
+        for start in list(deps):
+            if start in state:
+                continue
+            state[start] = 1
+            stack = [(start, iter(deps.get(start, ())))]
+            while stack:
+                g, pending = stack[-1]
+                d = next(pending, None)
+                if d is None:
+                    state[g] = 2
+                    stack.pop()
+                elif state.get(d) == 1:
+                    return False
+                elif d not in state:
+                    state[d] = 1
+                    stack.append((d, iter(deps.get(d, ()))))
+        return True
+
     def post_dominators(self) -> list[int | None]:
         """Immediate post-dominator of each node (``None``: the virtual exit).
 

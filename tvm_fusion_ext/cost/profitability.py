@@ -233,6 +233,17 @@ class ProfitabilityCheck:
                            self.group_seconds(graph, with_epilogue) + self.group_seconds(graph, rest))
         return None
 
+    def regrouping_verdict(self, graph: DataflowGraph, current: Iterable[Iterable[int]],
+                           alternative: Iterable[Iterable[int]]) -> Verdict:
+        """The groups ``alternative`` against ``current``, the same ops grouped otherwise
+        (``fused_s``: the predicted seconds of ``alternative``'s kernels; ``parts_s``: of
+        ``current``'s); nothing predicted for symbolic shapes."""
+        current, alternative = [frozenset(g) for g in current], [frozenset(g) for g in alternative]
+        if not self._static(graph, frozenset().union(*current)):
+            return Verdict(None, None, "symbolic shapes")
+        return Verdict(sum(self.group_seconds(graph, g) for g in alternative),
+                       sum(self.group_seconds(graph, g) for g in current))
+
     def takes_whole(self, graph: DataflowGraph, parts: Iterable[Iterable[int]]) -> bool:
         """Whether merging ``parts`` stays inside a group the target's attention rule takes whole
         (the group itself included), or makes a chain of two contractions the chain rule takes

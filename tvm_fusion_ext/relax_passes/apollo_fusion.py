@@ -30,7 +30,9 @@ rejected are logged in the same file.
 
 After the feedback, a compound op opened by section 3.2 whose pieces no group fused with another
 op is closed again (:mod:`~tvm_fusion_ext.partitioners.apollo.compound_ops`): its pieces become
-one kernel, the op's own.
+one kernel, the op's own. With the profitability check on, so is an op of which only some pieces
+were fused with other ops, where the check predicts the op's own kernel beside the rest of those
+groups faster than the groups as they are.
 
 The pipelines ``apollo`` (Layers I-III), ``apollo-no-parallel`` (I-II) and ``apollo-no-stitch``
 (I only) reproduce the ablation of Table 3. Their extra pre-processing (section 3) is
@@ -52,7 +54,7 @@ from ..cost import ProfitabilityCheck, group_module, profitability_for
 from ..hardware import HardwareSpec, spec_for_target
 from ..ir_utils import is_external, non_primitive_functions
 from ..partitioners.apollo import LAYERS, TABLE_1, ApolloPartitioner, FeedbackStore
-from ..partitioners.apollo.compound_ops import close_unfused_compound_ops
+from ..partitioners.apollo.compound_ops import close_compound_ops
 from ..partitioners.apollo.micro_graphs import composition_pattern, extract_subgraphs, op_name
 from ..partitioners.apollo.rules import RuleLevel
 from ..registration import register_pass
@@ -198,7 +200,9 @@ class ApolloFusion:
             self.stats["feedback_splits"] += sum(len(f) for f in failing.values())
         groups = {}
         for key, plan in plans.items():
-            groups[key], closed = close_unfused_compound_ops(plan.graph, _split(plan.groups, failing.get(key, [])))
+            judge = None if profit is None else _closing_judge(plan.graph, profit)
+            groups[key], closed = close_compound_ops(plan.graph, _split(plan.groups, failing.get(key, [])),
+                                                     closing_pays=judge)
             self.stats["compound_ops_closed"] += closed
         self._count(partitioner, store)
         self.plans = list(partitioner.plans)
@@ -264,6 +268,15 @@ def _split(groups: list[list[int]], failing: list[list[int]]) -> list[list[int]]
     single ops (each op alone is what the downstream compiler handles without fusion)."""
     bad = {tuple(g) for g in failing}
     return [g for g in groups if tuple(g) not in bad]
+
+
+def _closing_judge(graph, profit: ProfitabilityCheck):
+    """Close an op partly fused with other ops where ``profit`` predicts its own kernel beside the
+    rest of its groups faster than its groups as they are."""
+    def closing_pays(current, closed) -> bool:
+        gain = profit.regrouping_verdict(graph, current, closed).gain_s
+        return gain is not None and gain > 0
+    return closing_pays
 
 
 def apollo_preprocess(_target=None) -> list:

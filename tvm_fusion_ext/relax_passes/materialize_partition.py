@@ -71,7 +71,8 @@ def validate_partition(graph: DataflowGraph, groups: Iterable[Sequence[int]]) ->
             names = [graph.nodes[m].name for m in members]
             raise PartitionError(f"group {names} would create a cycle: a path leaves it and comes back")
         result.append(members)
-    _check_acyclic_between_groups(graph, result)
+    if not graph.groups_are_acyclic(result):
+        raise PartitionError("the partition's groups depend on each other in a cycle")
     return result
 
 
@@ -131,31 +132,6 @@ def _needed_outside(node, inside: set[int]) -> bool:
 def _exported_item(node, inside: set[int]) -> bool:
     return (node.kind is NodeKind.TUPLE_GET_ITEM and not any(p in inside for p in node.inputs)
             and _needed_outside(node, inside))
-
-
-def _check_acyclic_between_groups(graph: DataflowGraph, groups: list[list[int]]) -> None:
-    """Groups that are each convex can still depend on each other both ways; refuse that."""
-    owner = {m: gi for gi, g in enumerate(groups) for m in g}
-    node_group = [owner.get(n.index, len(groups) + n.index) for n in graph.nodes]
-    deps: dict[int, set[int]] = {}
-    for node in graph.nodes:
-        for p in node.inputs:
-            if node_group[p] != node_group[node.index]:
-                deps.setdefault(node_group[node.index], set()).add(node_group[p])
-    state: dict[int, int] = {}
-
-    def visit(g):
-        state[g] = 1
-        for d in deps.get(g, ()):
-            if state.get(d) == 1:
-                raise PartitionError("the partition's groups depend on each other in a cycle")
-            if d not in state:
-                visit(d)
-        state[g] = 2
-
-    for g in list(deps):
-        if g not in state:
-            visit(g)
 
 
 @dataclass

@@ -5,8 +5,10 @@ aggregation rules can fuse its reduction and element-wise parts with the ops aro
 group took a piece of an op together with any other op, the opening gained no fusion and costs
 what the op's own kernel saves: each piece is a kernel of its own, with its intermediates in
 memory between them (Layer I without Layer II's memory stitching leaves a softmax as three
-kernels). :func:`close_unfused_compound_ops` makes the pieces of such an op one group again, which
-``FuseTIR`` fuses back into the op's loop nests, as ``LegalizeOps`` wrote them.
+kernels). :func:`close_compound_ops` makes the pieces of such an op one group again, which
+``FuseTIR`` fuses back into the op's loop nests, as ``LegalizeOps`` wrote them; so too, when a
+judge (the profitability check) predicts it faster, an op of which some pieces were fused with
+other ops and the rest left apart.
 
 Pure functions over :class:`~tvm_fusion_ext.analysis.graph.DataflowGraph`; a node's piece comes
 from its PrimFunc (:attr:`~tvm_fusion_ext.analysis.graph.OpNode.compound_piece`) or, on hand-built
@@ -15,12 +17,15 @@ graphs, from the ``pieces`` argument.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ...analysis.graph import DataflowGraph, NodeKind
 
 # node id -> (compound op, position of the piece among the op's loop nests)
 Pieces = dict[int, tuple[str, int]]
+
+# (the groups holding an op's pieces, the op closed beside what is left of them) -> close it?
+ClosingJudge = Callable[[list[frozenset], list[frozenset]], bool]
 
 
 def graph_pieces(graph: DataflowGraph) -> Pieces:
@@ -53,34 +58,66 @@ def compound_instances(graph: DataflowGraph, pieces: Pieces | None = None) -> li
     return [members for members in instances.values() if len(members) > 1]
 
 
-def close_unfused_compound_ops(graph: DataflowGraph, groups: Sequence[Sequence[int]],
-                               pieces: Pieces | None = None) -> tuple[list[list[int]], int]:
-    """``groups`` with every opened op whose groups hold none of the block's other calls merged into
-    one group (its pieces, the tuple items between them and the groups they were in), and how many
-    ops were closed. An op whose pieces already share one group, or whose merged group would not
-    be convex, is left as it is."""
-    group_of = {n: gi for gi, group in enumerate(groups) for n in group}
-    merged: set[int] = set()
-    closed: list[list[int]] = []
+def close_compound_ops(graph: DataflowGraph, groups: Sequence[Sequence[int]], pieces: Pieces | None = None,
+                       closing_pays: ClosingJudge | None = None) -> tuple[list[list[int]], int]:
+    """``groups`` with opened ops closed again, and how many were closed.
+
+    An op whose pieces share one group is left as it is. An op whose groups hold none of the
+    block's other calls is closed: its pieces, the tuple items between them and the groups they
+    were in become one group. An op whose pieces are spread over several groups, some of which
+    also hold other ops (Layer I without memory stitching fuses a layer norm's first reduction
+    with the add before it, and leaves its second reduction and its normalisation as kernels of
+    their own), is closed when ``closing_pays(current, closed)`` says so: ``current`` are the
+    groups that hold its pieces, ``closed`` the op as one group beside what is left of them (each
+    connected rest one group). Without a judge such an op stays as aggregation left it. A closing
+    whose groups would not be convex or would depend on each other in a cycle is not made."""
+    groups = [set(group) for group in groups]
+    count = 0
     for instance in compound_instances(graph, pieces):
         members = set(instance)
+        group_of = {n: gi for gi, group in enumerate(groups) for n in group}
         indices = {group_of[n] for n in instance if n in group_of}
-        if len(indices) == 1 and members <= set(groups[next(iter(indices))]):
+        if len(indices) == 1 and members <= groups[next(iter(indices))]:
             continue
-        union = members.union(*(groups[gi] for gi in indices))
         items = {o for n in instance for o in graph.nodes[n].outputs
                  if graph.nodes[o].kind is NodeKind.TUPLE_GET_ITEM}
         if any(o in group_of and group_of[o] not in indices for o in items):
             continue
-        union |= items
-        if any(graph.nodes[m].kind is NodeKind.CALL_TIR and m not in members for m in union):
+        touched = [groups[gi] for gi in sorted(indices)]
+        union = members.union(items, *touched)
+        if all(graph.nodes[m].kind is not NodeKind.CALL_TIR or m in members for m in union):
+            replacement = [union]
+        elif closing_pays is None:
             continue
-        if not graph.group_is_convex(union):
+        else:
+            op = members | items
+            replacement = [op] + [rest for group in touched for rest in _connected_parts(graph, group - op)]
+            if not closing_pays([frozenset(g) for g in touched], [frozenset(g) for g in replacement]):
+                continue
+        candidate = [g for gi, g in enumerate(groups) if gi not in indices] + replacement
+        if not all(graph.group_is_convex(g) for g in replacement) or not graph.groups_are_acyclic(candidate):
             continue
-        merged |= indices
-        closed.append(sorted(union))
-    kept = [list(group) for gi, group in enumerate(groups) if gi not in merged]
-    return kept + closed, len(closed)
+        groups = candidate
+        count += 1
+    return [sorted(group) for group in groups], count
+
+
+def _connected_parts(graph: DataflowGraph, nodes: set[int]) -> list[set[int]]:
+    """``nodes`` split into the parts their data edges among them connect."""
+    parts, seen = [], set()
+    for start in sorted(nodes):
+        if start in seen:
+            continue
+        part, stack = set(), [start]
+        while stack:
+            n = stack.pop()
+            if n in part:
+                continue
+            part.add(n)
+            stack.extend(m for m in (*graph.nodes[n].inputs, *graph.nodes[n].outputs) if m in nodes)
+        seen |= part
+        parts.append(part)
+    return parts
 
 
 def _producer_calls(graph: DataflowGraph, node: int) -> list[int]:
