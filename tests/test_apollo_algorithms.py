@@ -408,6 +408,13 @@ def test_a_partly_fused_op_is_closed_only_where_the_judge_says_it_pays():
     assert count == 1
     softmax1 = [n("max1"), n("exp1"), n("sum1"), n("norm1")]
     assert sorted(map(sorted, closed)) == sorted([[n("mm")], softmax1, [n("norm2"), n("add")]])
-    assert asked[0] == (sorted([[n("mm"), n("max1")], [n("exp1"), n("sum1")]]), sorted([softmax1, [n("mm")]]))
-    assert asked[1] == ([[n("norm2"), n("add")]],
+    assert asked[0] == (sorted([[n("mm"), n("max1")], [n("exp1"), n("sum1")], [n("norm1")]]),
+                        sorted([softmax1, [n("mm")]]))
+    assert asked[1] == (sorted([[n("max2")], [n("exp2")], [n("sum2")], [n("norm2"), n("add")]]),
                         sorted([[n("max2"), n("exp2"), n("sum2"), n("norm2")], [n("add")]]))
+    # a closing that would make more kernels than it replaces is not made: the first softmax
+    # closed would leave the matmul, itself and the second softmax with the add (three kernels
+    # for two)
+    groups = [[n("mm"), n("max1")],
+              sorted([n(f"{s}{k}") for k in (1, 2) for s in ("exp", "sum", "norm")] + [n("max2"), n("add")])]
+    assert close_compound_ops(graph, groups, pieces, closing_pays=lambda current, closed: True) == (groups, 0)

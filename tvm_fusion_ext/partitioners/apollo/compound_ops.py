@@ -67,9 +67,10 @@ def close_compound_ops(graph: DataflowGraph, groups: Sequence[Sequence[int]], pi
     were in become one group. An op whose pieces are spread over several groups, some of which
     also hold other ops (Layer I without memory stitching fuses a layer norm's first reduction
     with the add before it, and leaves its second reduction and its normalisation as kernels of
-    their own), is closed when ``closing_pays(current, closed)`` says so: ``current`` are the
-    groups that hold its pieces, ``closed`` the op as one group beside what is left of them (each
-    connected rest one group). Without a judge such an op stays as aggregation left it. A closing
+    their own), is closed when that makes no more kernels than it replaces and
+    ``closing_pays(current, closed)`` says so: ``current`` are the groups that hold its pieces
+    (a piece in no group is one of its own), ``closed`` the op as one group beside what is left of them (each connected rest one group).
+    Without a judge such an op stays as aggregation left it. A closing
     whose groups would not be convex or would depend on each other in a cycle is not made."""
     groups = [set(group) for group in groups]
     count = 0
@@ -92,7 +93,8 @@ def close_compound_ops(graph: DataflowGraph, groups: Sequence[Sequence[int]], pi
         else:
             op = members | items
             replacement = [op] + [rest for group in touched for rest in _connected_parts(graph, group - op)]
-            if not closing_pays([frozenset(g) for g in touched], [frozenset(g) for g in replacement]):
+            current = [frozenset(g) for g in touched] + [frozenset([n]) for n in instance if n not in group_of]
+            if len(replacement) > len(current) or not closing_pays(current, [frozenset(g) for g in replacement]):
                 continue
         candidate = [g for gi, g in enumerate(groups) if gi not in indices] + replacement
         if not all(graph.group_is_convex(g) for g in replacement) or not graph.groups_are_acyclic(candidate):
