@@ -125,14 +125,12 @@ def test_device_kernels_name_the_primfunc_behind_every_launch():
     assert len(counts) >= 2
 
 
-# Kernels no dlight reduction rule takes, so ``Fallback`` reduces serially in each thread: NeoFlow
+# A kernel no dlight reduction rule takes, so ``Fallback`` reduces serially in each thread: NeoFlow
 # groups the matmul before the layer norm with it (as the paper decides, ``cost_check=False``: the
-# CUDA profitability check keeps them apart), and APOLLO without stitching cuts the softmax so
-# that a reduction's kernel also writes an element-wise output.
+# CUDA profitability check keeps them apart).
 _SERIAL = pytest.mark.xfail(strict=True, reason="dlight declines this kernel; Fallback reduces in each thread")
 _NORMALISATION_CASES = [
-    *(pytest.param(name, op, fusion, True, marks=[_SERIAL] if (name, fusion) in {
-        ("softmax_chain", "apollo-no-stitch")} else [])
+    *(pytest.param(name, op, fusion, True)
       for name, op in (("layernorm_chain", "layer_norm"), ("softmax_chain", "softmax"))
       for fusion in tvm_fusion_ext.fusion_names()),
     pytest.param("layernorm_chain", "layer_norm", "neoflow", False, marks=[_SERIAL]),
