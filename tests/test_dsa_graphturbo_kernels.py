@@ -533,3 +533,49 @@ def test_layer_windows_stage_what_the_whole_function_stages(stitch_runs):
     assert any(not isinstance(whole, str) for whole, _ in results)
     for whole, windowed in results:
         assert whole == windowed if isinstance(whole, str) else tvm_ffi.structural_equal(windowed, whole)
+
+
+def _conv_layer(n: int, c: int, f: int, hw: int, kernel: int = 3, stride: int = 1):
+    """A ``kernel`` x ``kernel`` conv (padding ``kernel // 2``) of ``c`` to ``f`` channels with its
+    bias and ReLU, [n, c, hw, hw] -> [n, f, hw / stride, hw / stride], fused into one PrimFunc."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((n, c, hw, hw), "float32"))
+    w = relax.Var("w", relax.TensorType((f, c, kernel, kernel), "float32"))
+    b = relax.Var("b", relax.TensorType((1, f, 1, 1), "float32"))
+    with bb.function("main", [x, w, b]):
+        with bb.dataflow():
+            conv = relax.op.nn.conv2d(x, w, strides=stride, padding=kernel // 2)
+            y = bb.emit(relax.op.nn.relu(relax.op.add(conv, b)))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod)))
+    return next(f for f in mod.functions.values() if isinstance(f, tirx.PrimFunc))
+
+
+def test_a_subgraph_planned_as_one_instance_still_runs_as_instances():
+    """A layer planned as one instance (Algorithm 1 found no single-dimension split that fits,
+    as for ResNet-50's 56 x 56 layers at batch 64) gets the layer form over an instance per image
+    among its candidates, so it is as fast as the kernel of the plan that splits the images into
+    instances (before, its pieces and the layer form over the whole output were all it had)."""
+    n = 8
+    func = _conv_layer(n, 64, 64, 56)
+    one = SubgraphPlan(dim=0, instances=1, binding=(2, 4, 1, 1), output_shape=(n, 64, 56, 56))
+    unsplit = search.schedule_subgraph(func, SPEC, one)
+    assert unsplit.form == "layers" and unsplit.splits == {0: n}
+    assert unsplit.cycles <= search.schedule_subgraph(func, SPEC, replace(one, instances=n)).cycles
+
+
+def test_a_conv_split_along_its_channels_also_tries_instances_per_image():
+    """ResNet-50's down-sampling 1x1 conv (stride 2, 256 -> 512 channels) planned along its
+    output channels re-reads its whole input per instance; the layer form over an instance per
+    image is a candidate too and wins by far, as fast as a plan along the images."""
+    n = 4
+    func = _conv_layer(n, 256, 512, 56, kernel=1, stride=2)
+    channels = SubgraphPlan(dim=1, instances=10, binding=(4, 2, 1, 1), output_shape=(n, 512, 28, 28))
+    images = SubgraphPlan(dim=0, instances=n, binding=(8, 1, 1, 1), output_shape=(n, 512, 28, 28))
+    chosen = search.schedule_subgraph(func, SPEC, channels)
+    assert chosen.splits == {0: n}
+    assert chosen.cycles <= search.schedule_subgraph(func, SPEC, images).cycles

@@ -70,7 +70,9 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     Candidates: with buffer stitching the per-core pieces (:func:`_search_pieces`); the
     layer-bound form (:func:`stage_layers`) over the whole output, and with instance splitting
     also over the plan's instances (BestSplit's factor rounded up to divide the extent, and a
-    quarter of it: fewer, larger instances re-read the weights less often); with buffer
+    quarter of it: fewer, larger instances re-read the weights less often) and, for a plan of one
+    instance or split along an inner dimension, over the finest instances of the outermost
+    (:func:`_finest_instances`); with buffer
     stitching each layer form also with its runs of layers stitched in LB where Algorithm 4's
     scopes allow. Without stitching (Fig. 15's first bar, "LLB only") only the layer-bound form
     over the whole output is staged.
@@ -149,10 +151,35 @@ def _candidates(func, spec: DSASpec, plan: SubgraphPlan) -> list[Staged | None]:
             count = first.splits[plan.dim]
             candidates += [_layer_candidate(func, spec, plan, count // k) for k in (4,)
                            if count % k == 0 and count // k > 1]
+    if plan.options.instances:
+        candidates += [_layer_candidate(func, spec, outer, n) for outer, n in _finest_instances(plan)]
     if plan.options.stitch:  # each layer form again with its runs of layers stitched in LB
-        candidates += [_layer_candidate(func, spec, plan, c.splits.get(plan.dim, 1), stitch_runs=True)
-                       for c in candidates if c is not None and c.form == "layers"]
+        candidates += [_layer_candidate(func, spec, dataclasses.replace(plan, dim=d), n, stitch_runs=True)
+                       for c in candidates if c is not None and c.form == "layers"
+                       for d, n in [next(iter(c.splits.items()), (plan.dim, 1))]]
     return candidates
+
+
+def _finest_instances(plan: SubgraphPlan) -> list[tuple[SubgraphPlan, int]]:
+    """Layer forms over the finest instances, as ``(plan along their dimension, instances)``.
+
+    Algorithm 1 (section 3.1) sizes an instance by the SG's peak divided by the factor, as if
+    every tensor shrank with the split. Two cases where one core's LB holds far less than that
+    promises: a plan of one instance (no single dimension's split fits, e.g. ResNet-50's 56 x 56
+    layers at batch 64, or a layer the judge took apart), and a split along another dimension
+    than the outermost, which shrinks no input a conv contracts (a 1x1 down-sampling conv split
+    along its output channels re-reads its whole input per instance). For these, the layer form
+    over an instance per index of the outermost dimension (per image) and over a quarter as many
+    are candidates too (a plan of one instance: along its own dimension); :func:`stage_layers`
+    tiles each instance's layers over the cores (section 4.1), and the simulator chooses
+    (section 4: the kernel generator picks among implementations). Empty for a dimension of
+    extent 1 and for a plan already split along its outermost dimension."""
+    dim = plan.dim if plan.instances == 1 else 0
+    if (plan.instances > 1 and plan.dim == 0) or dim >= len(plan.output_shape):
+        return []
+    extent = int(plan.output_shape[dim])
+    along = dataclasses.replace(plan, dim=dim)
+    return [(along, n) for n in dict.fromkeys((extent, extent // 4)) if n > 1 and extent % n == 0]
 
 
 def _overlapped(staged: Staged, spec: DSASpec) -> Staged | None:
