@@ -157,8 +157,22 @@ def _solve(rates: Rates, name: str, func: tirx.PrimFunc, target) -> Rates:
         raise RuntimeError(f"calibration kernel for {name} does not depend on it")
     value = term / max(measured - other, 1e-9)
     if name == "parallel":
-        value = min(max(value, 1.0), float(spec_for_target(target).num_cores))
+        cores = spec_for_target(target).num_cores
+        if cores > 1 and value < 1.0:
+            warnings.warn(_serial_parallel_warning(value), stacklevel=3)
+        value = min(max(value, 1.0), float(cores))
     return _with(rates, name, value)
+
+
+def _serial_parallel_warning(speedup: float) -> str:
+    """Why the parallel kernel gained nothing, for the warning of :func:`_solve`: TVM's thread pool
+    (started by the kernel) runs one thread in this process, or the machine was busy."""
+    threads = int(tvm.get_global_func("runtime.NumThreads")())
+    cause = ("TVM's thread pool runs one thread in this process (TVM_NUM_THREADS unset: TVM takes half "
+             "the logical CPUs)" if threads == 1 else f"on {threads} threads it ran {speedup:.2f}x one "
+             "thread's speed: was the machine busy?")
+    return (f"calibration: parallel loops measured no faster than serial ones ({cause}); predictions "
+            "take no gain from them. `tvm-fusion calibrate --threads N` measures again on N threads")
 
 
 def _with(rates: Rates, name: str, value: float) -> Rates:
