@@ -468,6 +468,15 @@ def test_a_binding_mismatch_exchanges_the_tensor_through_gb_with_copy_and_redist
     _run_mlp(staged, *MLP_SHAPE, 32)
 
 
+def _fused_prim_func(mod) -> tirx.PrimFunc:
+    """The one PrimFunc ``FuseOps`` and ``FuseTIR`` make of a legalized one-layer module."""
+    from tvm import relax
+
+    mod = relax.transform.LegalizeOps()(mod)
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod)))
+    return next(f for f in mod.functions.values() if isinstance(f, tirx.PrimFunc))
+
+
 def _depthwise_layer():
     """A stride-2 depthwise 3x3 conv with its scale and ReLU6 (MobileNetV2's layer), [8, 16, 32, 32]
     -> [8, 16, 16, 16], fused into one PrimFunc."""
@@ -483,9 +492,7 @@ def _depthwise_layer():
             y = bb.emit(relax.op.clip(relax.op.multiply(y, s), 0.0, 6.0))
             out = bb.emit_output(y)
         bb.emit_func_output(out)
-    mod = relax.transform.LegalizeOps()(bb.get())
-    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod)))
-    return next(f for f in mod.functions.values() if isinstance(f, tirx.PrimFunc))
+    return _fused_prim_func(bb.get())
 
 
 def test_a_planned_kernel_is_never_slower_than_the_staging_schedule():
@@ -550,9 +557,7 @@ def _conv_layer(n: int, c: int, f: int, hw: int, kernel: int = 3, stride: int = 
             y = bb.emit(relax.op.nn.relu(relax.op.add(conv, b)))
             out = bb.emit_output(y)
         bb.emit_func_output(out)
-    mod = relax.transform.LegalizeOps()(bb.get())
-    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod)))
-    return next(f for f in mod.functions.values() if isinstance(f, tirx.PrimFunc))
+    return _fused_prim_func(bb.get())
 
 
 def test_a_subgraph_planned_as_one_instance_still_runs_as_instances():
