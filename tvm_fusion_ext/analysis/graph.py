@@ -203,6 +203,24 @@ class DataflowGraph:
         group = set(group)
         return not self.merge_creates_cycle(group, ())
 
+    def connected_parts(self, nodes: Iterable[int]) -> list[list[int]]:
+        """``nodes`` split into the parts their data edges among them connect (either direction),
+        each sorted, in order of their first node."""
+        nodes = set(nodes)
+        parts, seen = [], set()
+        for start in sorted(nodes):
+            if start in seen:
+                continue
+            part, stack = set(), [start]
+            while stack:
+                n = stack.pop()
+                if n not in part:
+                    part.add(n)
+                    stack.extend(m for m in (*self.nodes[n].inputs, *self.nodes[n].outputs) if m in nodes)
+            seen |= part
+            parts.append(sorted(part))
+        return parts
+
     def groups_are_acyclic(self, groups: Iterable[Iterable[int]]) -> bool:
         """Whether the kernels of ``groups`` (each convex; nodes in no group are kernels of their
         own) can run in some order: no two groups depend on each other, even through others."""

@@ -68,10 +68,11 @@ def close_compound_ops(graph: DataflowGraph, groups: Sequence[Sequence[int]], pi
     also hold other ops (Layer I without memory stitching fuses a layer norm's first reduction
     with the add before it, and leaves its second reduction and its normalisation as kernels of
     their own), is closed when that makes no more kernels than it replaces and
-    ``closing_pays(current, closed)`` says so: ``current`` are the groups that hold its pieces
-    (a piece in no group is one of its own), ``closed`` the op as one group beside what is left of them (each connected rest one group).
-    Without a judge such an op stays as aggregation left it. A closing
-    whose groups would not be convex or would depend on each other in a cycle is not made."""
+    ``closing_pays(current, closed)`` says so: ``current`` are the groups that hold its pieces (a
+    piece in no group is one of its own), ``closed`` the op as one group beside what is left of
+    them (each connected rest one group). Without a judge such an op stays as aggregation left
+    it. A closing whose groups would not be convex or would depend on each other in a cycle is
+    not made."""
     groups = [set(group) for group in groups]
     count = 0
     for instance in compound_instances(graph, pieces):
@@ -92,7 +93,7 @@ def close_compound_ops(graph: DataflowGraph, groups: Sequence[Sequence[int]], pi
             continue
         else:
             op = members | items
-            replacement = [op] + [rest for group in touched for rest in _connected_parts(graph, group - op)]
+            replacement = [op] + [set(rest) for group in touched for rest in graph.connected_parts(group - op)]
             current = [frozenset(g) for g in touched] + [frozenset([n]) for n in instance if n not in group_of]
             if len(replacement) > len(current) or not closing_pays(current, [frozenset(g) for g in replacement]):
                 continue
@@ -102,24 +103,6 @@ def close_compound_ops(graph: DataflowGraph, groups: Sequence[Sequence[int]], pi
         groups = candidate
         count += 1
     return [sorted(group) for group in groups], count
-
-
-def _connected_parts(graph: DataflowGraph, nodes: set[int]) -> list[set[int]]:
-    """``nodes`` split into the parts their data edges among them connect."""
-    parts, seen = [], set()
-    for start in sorted(nodes):
-        if start in seen:
-            continue
-        part, stack = set(), [start]
-        while stack:
-            n = stack.pop()
-            if n in part:
-                continue
-            part.add(n)
-            stack.extend(m for m in (*graph.nodes[n].inputs, *graph.nodes[n].outputs) if m in nodes)
-        seen |= part
-        parts.append(part)
-    return parts
 
 
 def _producer_calls(graph: DataflowGraph, node: int) -> list[int]:

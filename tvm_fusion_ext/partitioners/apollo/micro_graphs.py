@@ -53,24 +53,7 @@ def apollo_type(node: OpNode) -> PrimitiveType:
 
 def extract_subgraphs(graph: DataflowGraph) -> list[list[int]]:
     """Section 3.1: the maximal connected sub-graphs ``F_x`` of eligible nodes, in program order."""
-    parent = {n.index: n.index for n in graph.nodes if is_eligible(graph, n.index)}
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for node in graph.nodes:
-        if node.index not in parent:
-            continue
-        for p in node.inputs:
-            if p in parent:
-                parent[find(p)] = find(node.index)
-    components: dict[int, list[int]] = {}
-    for n in sorted(parent):
-        components.setdefault(find(n), []).append(n)
-    return sorted(components.values(), key=lambda c: c[0])
+    return graph.connected_parts(n.index for n in graph.nodes if is_eligible(graph, n.index))
 
 
 def op_name(graph: DataflowGraph, node: int) -> str:
