@@ -27,6 +27,7 @@ from .instance_staging import (
     WEIGHT_BUFFER_FRACTION,
     Placement,
     Unsupported,
+    gb_scoped_tensors,
     stage_layers,
     stage_pieces,
     stage_subgraph,
@@ -87,10 +88,15 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     allocates fewer DDR buffers: GraphTurbo keeps tensors on chip when that costs (nearly)
     nothing. A sub-graph none of whose candidates fits is declined (:class:`Unsupported`).
     """
+    return _schedule(func, spec, plan, _LayerForms())
+
+
+def _schedule(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms) -> Staged:
+    """:func:`schedule_subgraph` with the layer forms staged so far for ``func``."""
     key = (tvm_ffi.structural_hash(func), plan.to_json(), spec)
     if key not in _CHOSEN:
         try:
-            _CHOSEN[key] = _choose(func, spec, plan)
+            _CHOSEN[key] = _choose(func, spec, plan, forms)
         except (Unsupported, s_tir.ScheduleError, ValueError) as err:
             _CHOSEN[key] = err  # a declined sub-graph is declined again without staging
     if isinstance(_CHOSEN[key], Exception):
@@ -98,15 +104,15 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     return _CHOSEN[key]
 
 
-def _choose(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) -> Staged:
+def _choose(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms) -> Staged:
     """:func:`schedule_subgraph` without the memo."""
-    candidates = _candidates(unique_buffer_names(func), spec, plan)
+    candidates = _candidates(unique_buffer_names(func), spec, plan, forms)
     bound = None
     lesser = _lesser(plan.options)
     base = None
     if lesser is not None:
         try:
-            base = schedule_subgraph(func, spec, dataclasses.replace(plan, options=lesser))
+            base = _schedule(func, spec, dataclasses.replace(plan, options=lesser), forms)
         except Unsupported as err:
             _LOG.info("graphturbo %s declined: %s", lesser, err)
     if base is not None:
@@ -136,25 +142,25 @@ def _lesser(options: KernelOptions) -> KernelOptions | None:
     return None
 
 
-def _candidates(func, spec: DSASpec, plan: SubgraphPlan) -> list[Staged | None]:
+def _candidates(func, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms) -> list[Staged | None]:
     """The candidates of :func:`schedule_subgraph` staged for ``plan`` as it is."""
     candidates = []
     if plan.options.stitch:
         candidates.append(_search_pieces(func, spec, plan))
-    candidates.append(_layer_candidate(func, spec, plan, 1))
+    candidates.append(forms.stage(func, spec, plan, 1))
     steps = _base_steps(tuple(plan.output_shape), plan)
     if plan.options.instances and steps and steps[0][0] == plan.dim and plan.instances > 1:
-        first = next((c for c in (_layer_candidate(func, spec, plan, n) for n in steps[0][1])
+        first = next((c for c in (forms.stage(func, spec, plan, n) for n in steps[0][1])
                       if c is not None), None)
         candidates.append(first)
         if first is not None:
             count = first.splits[plan.dim]
-            candidates += [_layer_candidate(func, spec, plan, count // k) for k in (4,)
+            candidates += [forms.stage(func, spec, plan, count // k) for k in (4,)
                            if count % k == 0 and count // k > 1]
     if plan.options.instances:
-        candidates += [_layer_candidate(func, spec, outer, n) for outer, n in _finest_instances(plan)]
+        candidates += [forms.stage(func, spec, outer, n) for outer, n in _finest_instances(plan)]
     if plan.options.stitch:  # each layer form again with its runs of layers stitched in LB
-        candidates += [_layer_candidate(func, spec, dataclasses.replace(plan, dim=d), n, stitch_runs=True)
+        candidates += [forms.stage(func, spec, dataclasses.replace(plan, dim=d), n, stitch_runs=True)
                        for c in candidates if c is not None and c.form == "layers"
                        for d, n in [next(iter(c.splits.items()), (plan.dim, 1))]]
     return candidates
@@ -204,6 +210,25 @@ def _overlapped(staged: Staged, spec: DSASpec) -> Staged | None:
         return None
     return Staged(func, model, staged.splits, staged.placement, kernel_cycles(model, spec), True,
                   staged.form)
+
+
+class _LayerForms:
+    """The layer forms (:func:`_layer_candidate`) staged for one sub-graph, shared by the bars of
+    Fig. 15 that stage the same form. :func:`stage_layers` reads two of the plan's switches,
+    buffer stitching and instruction scheduling, and its dimension only when it splits, so the
+    instance-splitting bar's forms of one instance are those of the buffer-stitching bar."""
+
+    def __init__(self):
+        self.staged: dict[tuple, Staged | None] = {}
+
+    def stage(self, func, spec: DSASpec, plan: SubgraphPlan, instances: int,
+              stitch_runs: bool = False) -> Staged | None:
+        key = (instances, stitch_runs, plan.options.stitch, plan.options.instruction_scheduling,
+               plan.dim if instances > 1 else None, tuple(plan.output_shape),
+               frozenset(gb_scoped_tensors(func, plan)), spec)
+        if key not in self.staged:
+            self.staged[key] = _layer_candidate(func, spec, plan, instances, stitch_runs)
+        return self.staged[key]
 
 
 def _layer_candidate(func, spec: DSASpec, plan: SubgraphPlan, instances: int,

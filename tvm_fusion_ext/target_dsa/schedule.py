@@ -35,6 +35,7 @@ from ..ir_utils import SCHEDULED_ATTR, is_scheduled, with_functions
 from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR, SubgraphPlan
 from ..registration import register_pass
 from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_reduction, sblocks, try_primitive
+from ..tir_passes.unchecked import unchecked_primitives
 from .instance_schedule import schedule_subgraph
 from .instance_staging import Unsupported
 from .intrinsics import loop_iter_types, tensorize_contractions
@@ -258,7 +259,17 @@ def schedule_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str | None = 
     """The kernel :class:`DSASchedule` makes of ``func`` and how (``"graphturbo"``,
     ``"scheduled"`` or ``"declined"``, when it runs unstaged: None). With a GraphTurbo plan, the
     kernel generator's (:func:`subgraph_kernel`) unless it declines or, for a kernel of one anchor,
-    :func:`_staging_is_faster`; else the staging schedule of :func:`default_decisions`."""
+    :func:`_staging_is_faster`; else the staging schedule of :func:`default_decisions`.
+    Schedule primitives run without their Python argument checks
+    (:func:`~tvm_fusion_ext.tir_passes.unchecked.unchecked_primitives`): the kernel generator
+    stages hundreds of candidates per sub-graph."""
+    with unchecked_primitives():
+        return _schedule_kernel(func, spec, plan_json)
+
+
+def _schedule_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str | None
+                     ) -> tuple[tirx.PrimFunc | None, str]:
+    """:func:`schedule_kernel` with the primitives as they are."""
     if plan_json is not None:
         staged = subgraph_kernel(func, spec, plan_json)
         if staged is not None and not _staging_is_faster(func, spec, staged):
