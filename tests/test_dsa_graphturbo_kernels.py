@@ -6,6 +6,7 @@ LB, the weight is promoted DDR -> GB once per cluster and GB -> LB per piece. Ev
 derived in the comments from docs/dsa.md's model.
 """
 
+import logging
 from dataclasses import replace
 
 import numpy as np
@@ -22,7 +23,7 @@ from tvm_fusion_ext.target_dsa import register_dsa_target
 from tvm_fusion_ext.target_dsa.kernel_model import INSTANCES, TILE, kernel_model
 from tvm_fusion_ext.target_dsa.simulator import fits, kernel_cycles, simulate
 from tvm_fusion_ext.target_dsa.spec import PRESETS
-from tvm_fusion_ext.target_dsa.tir_helpers import alloc_buffers, enclosing_only
+from tvm_fusion_ext.target_dsa.tir_helpers import alloc_buffers, enclosing_only, new_schedule
 
 SPEC = PRESETS["stcp920"]
 
@@ -584,3 +585,48 @@ def test_a_conv_split_along_its_channels_also_tries_instances_per_image():
     chosen = search.schedule_subgraph(func, SPEC, channels)
     assert chosen.splits == {0: n}
     assert chosen.cycles <= search.schedule_subgraph(func, SPEC, images).cycles
+
+
+def test_fig15_bars_stage_each_layer_form_once(monkeypatch):
+    """The full bar's kernel search also runs the bars below it (each must not be slower); the
+    layer forms two bars stage alike (one instance, the same stitching and double buffering) are
+    staged once, and the chosen kernel is the one staging each bar's forms apart gives."""
+    func = _two_layer_mlp(512, 256, 256)
+    plan = SubgraphPlan(dim=0, instances=8, binding=(8, 1), output_shape=(512, 256))
+    staged_forms = []
+    stage = search._layer_candidate
+
+    def counting(func, spec, plan, instances, stitch_runs=False):
+        staged_forms.append((instances, stitch_runs, plan.options.stitch, plan.options.instruction_scheduling,
+                             plan.dim if instances > 1 else None))
+        return stage(func, spec, plan, instances, stitch_runs)
+
+    monkeypatch.setattr(search, "_layer_candidate", counting)
+    monkeypatch.setattr(search, "_CHOSEN", {})
+    shared = search.schedule_subgraph(func, SPEC, plan)
+    assert staged_forms and len(staged_forms) == len(set(staged_forms))
+
+    monkeypatch.setattr(search, "_CHOSEN", {})
+    monkeypatch.setattr(search._LayerForms, "stage", lambda self, func, spec, plan, n, stitch_runs=False:
+                        search._layer_candidate(func, spec, plan, n, stitch_runs))
+    staged_forms.clear()
+    apart = search.schedule_subgraph(func, SPEC, plan)
+    assert len(staged_forms) > len(set(staged_forms))  # without the sharing, a form is staged twice
+    assert (shared.cycles, shared.form, shared.splits) == (apart.cycles, apart.form, apart.splits)
+    tvm.ir.assert_structural_equal(shared.func, apart.func)
+
+
+def test_staging_schedules_render_their_errors_only_when_debugging(caplog):
+    """A failed primitive of a staging schedule carries the function rendered into its message
+    only while the DSA logger shows debug messages (rendering costs more than the primitive)."""
+
+    def failure() -> str:
+        sch = new_schedule(mlp)
+        with pytest.raises(s_tir.ScheduleError) as err:
+            sch.compute_inline(sch.get_sblock("mm"))  # a reduction cannot be inlined
+        return str(err.value)
+
+    quiet = failure()
+    with caplog.at_level(logging.DEBUG, logger="tvm_fusion_ext.target_dsa"):
+        detailed = failure()
+    assert 'sblock("mm")' in detailed and 'sblock("mm")' not in quiet

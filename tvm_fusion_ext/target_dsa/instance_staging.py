@@ -71,6 +71,7 @@ from .tir_helpers import (
     enclosing_only,
     leaf_blocks,
     live_ranges,
+    new_schedule,
     realizes,
     vars_in,
 )
@@ -1053,10 +1054,10 @@ def _inlined_schedule(func: tirx.PrimFunc) -> s_tir.Schedule:
     key = tvm_ffi.structural_hash(func)
     hit = _INLINED.get(key)
     if hit is None or not tvm_ffi.structural_equal(hit[0], func):
-        sch = s_tir.Schedule(func)
+        sch = new_schedule(func)
         _inline_elementwise(sch)
         hit = _INLINED[key] = (func, sch.mod["main"])
-    return s_tir.Schedule(hit[1])
+    return new_schedule(hit[1])
 
 
 def _inline_elementwise(sch: s_tir.Schedule) -> None:

@@ -40,6 +40,8 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from .tir_helpers import new_schedule
+
 _LOG = logging.getLogger(__name__)
 # What a window's placeholder statement says (:func:`_stub`).
 _STUB = "dsa.window.outside:"
@@ -106,7 +108,7 @@ class LayerWindows:
                     return
             except Exception as err:  # noqa: BLE001 - the whole function raises it again, or not
                 _LOG.debug("window of %s: %s; staged on the whole function", names, err)
-        sch = s_tir.Schedule(self.func)
+        sch = new_schedule(self.func)
         staged = step(sch, _rvs(sch, names), True)
         if staged is not None:
             self._split(staged.mod["main"])
@@ -166,7 +168,7 @@ class LayerWindows:
         allocated = [k for k, buf in enumerate(self.allocs) if buf.name in used]
         window = self._assemble(_nest(window_root, loop, window_layers),
                                 [self.allocs[k] for k in allocated])
-        sch = s_tir.Schedule(window)
+        sch = new_schedule(window)
         staged = step(sch, [sch.get_sblock(n) for n in names], False)
         if staged is None or staged.mod["main"].same_as(window):
             return True

@@ -17,6 +17,7 @@ from ..ir_utils import with_functions
 from ..registration import register_pass
 from .kernel_model import kernel_model
 from .schedule import GB, LB
+from .tir_helpers import new_schedule
 
 MODEL_ATTR = "dsa.kernel_model"
 # TVM's StorageRewrite packs all allocations of one tagged scope (``local.dsa_lb``,
@@ -60,7 +61,7 @@ def _separate_wide(func: tirx.PrimFunc) -> tirx.PrimFunc | None:
             if buf.scope() in (LB, GB) and buf.dtype.bits > PACK_BITS}
     if not wide:
         return None
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     for block in blocks:
         for index, region in enumerate(block.writes):
             buf = region.source

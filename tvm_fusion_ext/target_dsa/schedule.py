@@ -42,7 +42,7 @@ from .intrinsics import loop_iter_types, tensorize_contractions
 from .kernel_model import CORES, DOUBLE_BUFFER, TILE, indexed_by_data, kernel_model, level_of, total_ops
 from .simulator import fits, kernel_cycles
 from .spec import DSASpec
-from .tir_helpers import GB, LB, alloc_buffers
+from .tir_helpers import GB, LB, alloc_buffers, new_schedule
 
 # Search limits of the untuned choice: tile shapes (largest first) and K chunks per tile.
 MAX_TILE_CANDIDATES = 8
@@ -69,7 +69,7 @@ class Decisions:
 def stage_kernel(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions,
                  sch: s_tir.Schedule | None = None) -> s_tir.Schedule:
     """Apply the DSA staging schedule of the module docstring with ``decisions``."""
-    sch = sch or s_tir.Schedule(func)
+    sch = sch or new_schedule(func)
     _inline(sch)
     out_block = _single_output_block(sch)
     params = set(_param_names(sch))
@@ -92,7 +92,7 @@ def stage_kernel(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions,
 
 
 def output_shape(func: tirx.PrimFunc) -> tuple[int, ...]:
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     block = _single_output_block(sch)
     shape = sch.get(block).writes[0].source.shape
     if not all(isinstance(d, tirx.IntImm) for d in shape):
@@ -117,7 +117,7 @@ def tile_candidates(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
 def contraction(func: tirx.PrimFunc) -> tuple[int, int] | None:
     """``(extent of the outer reduction loop, number of reduction loops)`` of the kernel's
     multiply-accumulate block, if it has one (a GEMM has one reduction loop, a conv three)."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     _inline(sch)
     for name in block_names(sch.mod["main"]):
         block = sch.get(sch.get_sblock(name))

@@ -8,6 +8,7 @@ A buffer's scope says where it lives (GraphTurbo section 1, Fig. 1): :data:`DDR`
 
 from __future__ import annotations
 
+import logging
 import math
 
 import tvm
@@ -19,6 +20,19 @@ from ..tir_passes.analysis import sblocks
 LB = "local.dsa_lb"
 GB = "global.dsa_gb"
 DDR = "global"
+
+_LOG = logging.getLogger("tvm_fusion_ext.target_dsa")
+
+
+def new_schedule(func: tirx.PrimFunc) -> s_tir.Schedule:
+    """A schedule of ``func`` for the DSA's staging. Its errors carry the function rendered with
+    the failing statement marked (``error_render_level="detail"``) only while this package's
+    DSA logger shows debug messages: the kernel generator tries primitives that may fail
+    (``compute_at`` into an instance loop, tiles of a layer) thousands of times per model, and
+    rendering the function into each error costs more than the primitive (a tenth of a DenseNet
+    compile). Copies keep their schedule's level."""
+    level = "detail" if _LOG.isEnabledFor(logging.DEBUG) else "none"
+    return s_tir.Schedule(func, error_render_level=level)
 
 
 def has_child_block(block) -> bool:
