@@ -16,11 +16,17 @@ strategy is fine), and the markdown tables are printed from the merged file:
     .venv/bin/python scripts/bench_graphturbo.py --models bert_base --fusions stock,graphturbo
     .venv/bin/python scripts/bench_graphturbo.py --report-only --json docs/benchmarks/graphturbo.json
     .venv/bin/python scripts/bench_graphturbo.py --full --models resnet50 --fusions stock,graphturbo --json full.json
+
+``--unit-rate UNIT=OPS`` measures on a copy of ``stcp920`` whose compute unit ``UNIT`` does
+``OPS`` operations per cycle (registered as ``dsa/stcp920-<unit><ops>``): a bound on what mapping
+more work to a faster unit could give, e.g. ``--unit-rate vme=256`` runs every convolution and
+GEMM the matrix unit does not take at the matrix unit's rate.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -33,6 +39,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tvm_fusion_ext  # noqa: F401  (registers the strategies and the DSA target)
 from tvm_fusion_ext import zoo
 from tvm_fusion_ext.driver.static_profile import static_profile
+from tvm_fusion_ext.target_dsa import register_dsa_target
+from tvm_fusion_ext.target_dsa.spec import PRESETS
 
 # Fig. 15's bars, first to last, then the reference.
 VARIANTS = ("graphturbo-gb", "graphturbo-lb", "graphturbo-instances", "graphturbo")
@@ -64,15 +72,31 @@ FULL = {
 TARGET = "dsa/stcp920"
 
 
-def measure(name: str, fusions: list[str], args: dict) -> dict:
-    """One model: the static profile of every strategy in ``fusions``."""
+def with_unit_rates(rates: list[str]) -> str:
+    """The target of ``stcp920`` with each ``UNIT=OPS`` of ``rates`` applied (registered once)."""
+    if not rates:
+        return TARGET
+    spec = PRESETS[TARGET.removeprefix("dsa/")]
+    units = {u.name: u for u in spec.units}
+    for item in rates:
+        unit, _, ops = item.partition("=")
+        if unit not in units or not ops.isdigit() or int(ops) <= 0:
+            raise SystemExit(f"--unit-rate {item!r}: expected UNIT=OPS with UNIT one of {sorted(units)}")
+        units[unit] = dataclasses.replace(units[unit], ops_per_cycle=int(ops))
+    name = "-".join([spec.name, *(item.replace("=", "") for item in rates)])
+    register_dsa_target(name, dataclasses.replace(spec, name=name, units=tuple(units.values())))
+    return f"dsa/{name}"
+
+
+def measure(name: str, fusions: list[str], args: dict, target: str = TARGET) -> dict:
+    """One model: the static profile of every strategy in ``fusions`` on ``target``."""
     model_args = zoo.parse_model_args(name, [f"{k}={v}" for k, v in args.items()])
     mod = zoo.load(name, model_args).relax("torch")
     batch = int(model_args.get("batch", 1))
     rows = {}
     for fusion in fusions:
         start = time.time()
-        prof = static_profile(mod, fusion, TARGET)
+        prof = static_profile(mod, fusion, target)
         rows[fusion] = {
             "kernels": prof["kernels"], "cycles": prof["cycles"], "time_ms": prof["time_ms"],
             "throughput": batch / (prof["time_ms"] / 1e3),
@@ -84,10 +108,10 @@ def measure(name: str, fusions: list[str], args: dict) -> dict:
     return {"args": model_args, "rows": rows}
 
 
-def report(results: dict, sizes: dict = BENCH) -> str:
+def report(results: dict, sizes: dict = BENCH, target: str = TARGET) -> str:
     """Markdown: Fig. 14 (throughput, speedup), Fig. 15 (variants over stock), Table 3; ``sizes``
     (:data:`BENCH` or :data:`FULL`) gives each model's unit and note."""
-    lines = [(f"Simulated on `{TARGET}` (`scripts/bench_graphturbo.py`); throughput = batch / "
+    lines = [(f"Simulated on `{target}` (`scripts/bench_graphturbo.py`); throughput = batch / "
              "simulated time of one inference."), "",
              "| model | args | unit | stock | graphturbo | speedup | kernels stock / graphturbo |",
              "|---|---|---|---|---|---|---|"]
@@ -136,7 +160,10 @@ def main() -> None:
     parser.add_argument("--json", default="graphturbo_bench.json",
                         help="results file, merged with what it already holds")
     parser.add_argument("--report-only", action="store_true", help="print the tables, measure nothing")
+    parser.add_argument("--unit-rate", action="append", default=[],
+                        help="UNIT=OPS: measure on stcp920 with that unit's operations per cycle")
     args = parser.parse_args()
+    target = with_unit_rates(args.unit_rate)
     sizes = FULL if args.full else BENCH
     path = Path(args.json)
     results = json.loads(path.read_text()) if path.exists() else {}
@@ -152,13 +179,13 @@ def main() -> None:
             if name not in sizes and name not in overrides:
                 raise SystemExit(f"no benchmark size for {name!r}; give --model-arg {name}:KEY=VALUE")
             model_args = {**sizes.get(name, ({},))[0], **overrides.get(name, {})}
-            res = measure(name, [f for f in args.fusions.split(",") if f], model_args)
+            res = measure(name, [f for f in args.fusions.split(",") if f], model_args, target)
             old = results.get(name, {})
             if old.get("args") != res["args"]:
                 old = {}
             results[name] = {"args": res["args"], "rows": {**old.get("rows", {}), **res["rows"]}}
             path.write_text(json.dumps(results, indent=1, sort_keys=True))
-    print(report(results, sizes))
+    print(report(results, sizes, target))
 
 
 if __name__ == "__main__":
