@@ -27,7 +27,6 @@ from .instance_staging import (
     WEIGHT_BUFFER_FRACTION,
     Placement,
     Unsupported,
-    gb_scoped_tensors,
     stage_layers,
     stage_pieces,
     stage_subgraph,
@@ -214,9 +213,11 @@ def _overlapped(staged: Staged, spec: DSASpec) -> Staged | None:
 
 class _LayerForms:
     """The layer forms (:func:`_layer_candidate`) staged for one sub-graph, shared by the bars of
-    Fig. 15 that stage the same form. :func:`stage_layers` reads two of the plan's switches,
-    buffer stitching and instruction scheduling, and its dimension only when it splits, so the
-    instance-splitting bar's forms of one instance are those of the buffer-stitching bar."""
+    Fig. 15 that stage the same form. One :func:`schedule_subgraph` call stages one function on
+    one spec, and its bars' plans differ only in their switches and (:func:`_finest_instances`)
+    dimension; :func:`stage_layers` reads two of the switches, buffer stitching and instruction
+    scheduling, and the dimension only when it splits, so the instance-splitting bar's forms of
+    one instance are those of the buffer-stitching bar."""
 
     def __init__(self):
         self.staged: dict[tuple, Staged | None] = {}
@@ -224,8 +225,7 @@ class _LayerForms:
     def stage(self, func, spec: DSASpec, plan: SubgraphPlan, instances: int,
               stitch_runs: bool = False) -> Staged | None:
         key = (instances, stitch_runs, plan.options.stitch, plan.options.instruction_scheduling,
-               plan.dim if instances > 1 else None, tuple(plan.output_shape),
-               frozenset(gb_scoped_tensors(func, plan)), spec)
+               plan.dim if instances > 1 else None)
         if key not in self.staged:
             self.staged[key] = _layer_candidate(func, spec, plan, instances, stitch_runs)
         return self.staged[key]
