@@ -21,6 +21,9 @@ strategy is fine), and the markdown tables are printed from the merged file:
 ``OPS`` operations per cycle (registered as ``dsa/stcp920-<unit><ops>``): a bound on what mapping
 more work to a faster unit could give, e.g. ``--unit-rate vme=256`` runs every convolution and
 GEMM the matrix unit does not take at the matrix unit's rate.
+
+Compile times (``compile_s``, wall clock) are with the kernel generator on ``jobs`` worker
+processes: one per CPU, or ``TVM_FUSION_EXT_JOBS`` (``tvm_fusion_ext/target_dsa/workers.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from tvm_fusion_ext import zoo
 from tvm_fusion_ext.driver.static_profile import static_profile
 from tvm_fusion_ext.target_dsa import register_dsa_target
 from tvm_fusion_ext.target_dsa.spec import PRESETS
+from tvm_fusion_ext.target_dsa.workers import default_jobs
 
 # Fig. 15's bars, first to last, then the reference.
 VARIANTS = ("graphturbo-gb", "graphturbo-lb", "graphturbo-instances", "graphturbo")
@@ -102,7 +106,7 @@ def measure(name: str, fusions: list[str], args: dict, target: str = TARGET) -> 
             "throughput": batch / (prof["time_ms"] / 1e3),
             "bytes": {level: prof[f"{level}_bytes"] for level in ("ddr", "gb", "lb")},
             "buffers": prof["buffers"], "unit_busy": prof["unit_busy"],
-            "compile_s": round(time.time() - start, 1)}
+            "compile_s": round(time.time() - start, 1), "jobs": default_jobs()}
         print(f"{name:12s} {fusion:22s} {prof['cycles']:>12d} cycles  buffers {prof['buffers']}  "
               f"({rows[fusion]['compile_s']} s)", flush=True)
     return {"args": model_args, "rows": rows}

@@ -164,3 +164,72 @@ def test_a_fused_kernel_slower_than_its_parts_is_split_on_the_dsa(stage):
     target = register_dsa_target("stcp920-lb512", spec)
     turbo, stock = static_profile(stage, "graphturbo", target), static_profile(stage, "stock", target)
     assert turbo["cycles"] <= stock["cycles"]
+
+
+class _FakeCosts:
+    """A ``KernelCost`` that records its batches: ``fused`` cycles per anchor op of a kernel of
+    several anchors, 10 per anchor op of a kernel of one."""
+
+    def __init__(self, tg_anchor, fused: int):
+        self.anchor = tg_anchor
+        self.fused = fused
+        self.batches: list[list[tuple]] = []
+
+    def __call__(self, graph, requests):
+        self.batches.append(list(requests))
+        anchors = [sum(self.anchor(op) for op in ops) for ops, _ in requests]
+        return [n * (self.fused if n > 1 else 10) for n in anchors]
+
+
+def _judged_stage(stage, fused: int):
+    from tvm_fusion_ext.analysis.graph import build_graph
+    from tvm_fusion_ext.partitioners.graphturbo import GraphTurboPartitioner
+    from tvm_fusion_ext.partitioners.graphturbo.ops import from_dataflow_graph
+
+    graph = build_graph(tvm.transform.Sequential(preprocess_passes())(stage))
+    tg = from_dataflow_graph(graph)
+    costs = _FakeCosts(lambda op: tg.ops[op].anchor, fused)
+    kernels = GraphTurboPartitioner(64 * 1024 * 32, 8, chain=True, kernel_cost=costs)(graph)
+    return kernels, costs, tg
+
+
+@pytest.mark.parametrize("fused", [1, 100])
+def test_judge_asks_each_cost_once_in_batches_and_keeps_what_is_cheaper(stage, fused):
+    """The judge (``GraphTurboPartitioner.judge``) plans every trial of a round, then asks for the
+    costs they compare in one batch (which the DSA generates in parallel), never twice; a fused
+    kernel cheaper than its layers stays whole, a dearer one ends as kernels of one anchor."""
+    kernels, costs, tg = _judged_stage(stage, fused)
+    asked = [key for batch in costs.batches for key in batch]
+    assert len(asked) == len(set(asked))
+    assert max(len(batch) for batch in costs.batches) > 1
+    anchors = [sum(tg.ops[op].anchor for op in kernel) for kernel in kernels]
+    if fused == 1:
+        assert max(anchors) == 5  # the stage's five convs in one kernel (Fig. 3(a))
+    else:
+        assert max(anchors) == 1
+
+
+def test_kernels_generated_on_worker_processes_are_the_ones_generated_here(stage, monkeypatch):
+    """``schedule_kernels`` hands the kernels it has not memoised to worker processes
+    (``target_dsa/workers.py``); the judge's batches and ``DSASchedule`` then give the same
+    kernels, cycles and DDR buffers as generating them in this process."""
+    from tvm_fusion_ext.target_dsa import schedule, workers
+
+    monkeypatch.setenv(workers.JOBS_ENV, "1")
+    here = static_profile(stage, "graphturbo", DSA)
+    monkeypatch.setattr(schedule, "_KERNELS", {})
+    monkeypatch.setenv(workers.JOBS_ENV, "2")
+    there = static_profile(stage, "graphturbo", DSA)
+    assert workers._pool is not None and workers._pool[0] == 2  # the kernels were generated there
+    assert len(schedule._KERNELS) > 1
+    assert (there["cycles"], there["kernels"], there["buffers"]) == (here["cycles"], here["kernels"], here["buffers"])
+
+
+def test_jobs_must_be_a_positive_number(monkeypatch):
+    from tvm_fusion_ext.target_dsa import workers
+
+    monkeypatch.setenv(workers.JOBS_ENV, "two")
+    with pytest.raises(ValueError, match="TVM_FUSION_EXT_JOBS='two'"):
+        workers.default_jobs()
+    monkeypatch.setenv(workers.JOBS_ENV, "3")
+    assert workers.default_jobs() == 3

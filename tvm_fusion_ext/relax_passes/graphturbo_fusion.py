@@ -49,22 +49,24 @@ from ..partitioners.graphturbo import GraphTurboPartitioner
 from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR, KernelOptions
 from ..partitioners.graphturbo.partitioner import KernelCost
 from ..registration import register_pass
-from ..target_dsa.schedule import scheduled_cycles
+from ..target_dsa.schedule import schedule_kernels
 from ..target_dsa.spec import DSASpec
 from .materialize_partition import MaterializePartition
 
 
-def dsa_kernel_cost(spec: DSASpec) -> KernelCost:
-    """The simulated cycles of a group's kernel on the DSA ``spec``: the PrimFunc ``FuseTIR``
+def dsa_kernel_cost(spec: DSASpec, jobs: int | None = None) -> KernelCost:
+    """The simulated cycles of each group's kernel on the DSA ``spec``: the PrimFunc ``FuseTIR``
     makes of the group (:func:`~tvm_fusion_ext.cost.fused_kernel`, without the CPU's weight
-    packing) scheduled with its GraphTurbo plan as ``DSASchedule`` would
-    (:func:`~tvm_fusion_ext.target_dsa.schedule.scheduled_cycles`)."""
+    packing) scheduled with its GraphTurbo plan as ``DSASchedule`` would, a batch at a time on
+    ``jobs`` worker processes (:func:`~tvm_fusion_ext.target_dsa.schedule.schedule_kernels`)."""
 
-    def cost(graph: DataflowGraph, ops: list[int], plan_json: str | None) -> int | None:
-        func = fused_kernel(graph, ops, layout_free=False)
-        return None if func is None else scheduled_cycles(func, spec, plan_json)
+    def costs(graph: DataflowGraph, requests: list[tuple[tuple[int, ...], str | None]]) -> list[int | None]:
+        funcs = [fused_kernel(graph, list(ops), layout_free=False) for ops, _ in requests]
+        made = [(func, plan_json) for func, (_, plan_json) in zip(funcs, requests) if func is not None]
+        cycles = iter(cycles for _, _, cycles in schedule_kernels(made, spec, jobs))
+        return [None if func is None else next(cycles) for func in funcs]
 
-    return cost
+    return costs
 
 
 @register_pass
@@ -76,18 +78,21 @@ class GraphTurboFusion:
     cluster (Algorithm 4); ``max_ops`` caps a sub-graph's op count (default: no cap on DSA targets,
     the CPU rule of the module docstring elsewhere); ``options``: Fig. 15's switches;
     ``cost_check``: merges consult the profitability check on CPU targets (``profitability``
-    replaces it, e.g. with fixed rates).
+    replaces it, e.g. with fixed rates); ``jobs``: worker processes the DSA's kernel generator
+    judges kernels on (None: :func:`~tvm_fusion_ext.target_dsa.workers.default_jobs`).
     """
 
     def __init__(self, lb_bytes: int | None = None, cores: int | None = None,
                  max_ops: int | None = None, options: KernelOptions | None = None,
-                 cost_check: bool = True, profitability: ProfitabilityCheck | None = None):
+                 cost_check: bool = True, profitability: ProfitabilityCheck | None = None,
+                 jobs: int | None = None):
         self.lb_bytes = lb_bytes
         self.cores = cores
         self.max_ops = max_ops
         self.options = options or KernelOptions()
         self.cost_check = cost_check
         self.profitability = profitability
+        self.jobs = jobs
         self.plans: list = []
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
@@ -102,7 +107,7 @@ class GraphTurboFusion:
         partitioner = GraphTurboPartitioner(lb, cores, self.max_ops, self.options,
                                             single_anchor=not dsa, chain=dsa,
                                             accept=profit.accepts if profit is not None else None,
-                                            kernel_cost=dsa_kernel_cost(spec) if dsa else None)
+                                            kernel_cost=dsa_kernel_cost(spec, self.jobs) if dsa else None)
         out = MaterializePartition(partitioner)(mod)
         self.plans.extend(partitioner.plans)
         kernels = {key: p for block in partitioner.plans for key, p in block.kernels.items()}

@@ -43,6 +43,7 @@ from .kernel_model import CORES, DOUBLE_BUFFER, TILE, indexed_by_data, kernel_mo
 from .simulator import fits, kernel_cycles
 from .spec import DSASpec
 from .tir_helpers import GB, LB, alloc_buffers, new_schedule
+from .workers import parallel_map
 
 # Search limits of the untuned choice: tile shapes (largest first) and K chunks per tile.
 MAX_TILE_CANDIDATES = 8
@@ -230,22 +231,24 @@ class DSASchedule:
     GraphTurbo's kernel generation instead (:mod:`.instance_staging`: instances bound to cores,
     buffer stitching, weight promotion; chosen by :mod:`.instance_schedule`), or this per-kernel
     staging if that declines or, for a kernel of one anchor, simulates faster
-    (:func:`_staging_is_faster`); :func:`schedule_kernel` makes that choice per PrimFunc.
+    (:func:`_staging_is_faster`); :func:`schedule_kernel` makes that choice per PrimFunc, on
+    ``jobs`` worker processes (:func:`schedule_kernels`; None: :func:`.workers.default_jobs`).
     ``stats`` counts scheduled, declined and ``graphturbo`` functions.
     """
 
-    def __init__(self, spec: DSASpec):
+    def __init__(self, spec: DSASpec, jobs: int | None = None):
         self.spec = spec
+        self.jobs = jobs
         self.stats = {"scheduled": 0, "declined": 0, "graphturbo": 0}
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         plans = mod.attrs.get(PLANS_ATTR, {}) if mod.attrs is not None else {}
+        todo = [(gvar, func) for gvar, func in mod.functions_items()
+                if isinstance(func, tirx.PrimFunc) and not is_scheduled(func)]
+        kernels = schedule_kernels([(func, str(plans[gvar.name_hint]) if gvar.name_hint in plans else None)
+                                    for gvar, func in todo], self.spec, self.jobs)
         updates = {}
-        for gvar, func in mod.functions_items():
-            if not isinstance(func, tirx.PrimFunc) or is_scheduled(func):
-                continue
-            plan = str(plans[gvar.name_hint]) if gvar.name_hint in plans else None
-            scheduled, kind = schedule_kernel(func, self.spec, plan)
+        for (gvar, _), (scheduled, kind, _) in zip(todo, kernels):
             self.stats[kind] += 1
             if scheduled is None:
                 _LOG.info("DSA schedule declined %s", gvar.name_hint)
@@ -282,19 +285,31 @@ def _schedule_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str | None
         return None, "declined"
 
 
-_CYCLES: dict = {}
+Kernel = tuple[tirx.PrimFunc | None, str, int]
+_KERNELS: dict = {}
 
 
-def scheduled_cycles(func: tirx.PrimFunc, spec: DSASpec, plan_json: str | None = None) -> int:
-    """Simulated cycles of the kernel :func:`schedule_kernel` makes of ``func`` (of ``func`` as
-    it is when declined: straight from DDR), memoised per (structural hash, plan, spec). What the
-    ``graphturbo`` strategies compare a fused kernel's parts by on a DSA target
-    (:mod:`tvm_fusion_ext.relax_passes.graphturbo_fusion`)."""
-    key = (tvm_ffi.structural_hash(func), plan_json, spec)
-    if key not in _CYCLES:
-        scheduled, _ = schedule_kernel(func, spec, plan_json)
-        _CYCLES[key] = kernel_cycles(kernel_model(scheduled if scheduled is not None else func), spec)
-    return _CYCLES[key]
+def schedule_kernels(items: list[tuple[tirx.PrimFunc, str | None]], spec: DSASpec,
+                     jobs: int | None = None) -> list[Kernel]:
+    """:func:`generate_kernel` of every (function, GraphTurbo plan JSON or None) of ``items``,
+    memoised per (structural hash, plan, spec); those not known yet are generated on ``jobs``
+    worker processes (:func:`.workers.parallel_map`), the largest first."""
+    keys = [(tvm_ffi.structural_hash(func), plan_json, spec) for func, plan_json in items]
+    todo = {}
+    for key, (func, plan_json) in zip(keys, items):
+        if key not in _KERNELS:
+            todo.setdefault(key, (func, spec, plan_json))
+    order = sorted(todo, key=lambda key: -len(sblocks(todo[key][0])))
+    _KERNELS.update(zip(order, parallel_map(generate_kernel, [todo[key] for key in order], jobs)))
+    return [_KERNELS[key] for key in keys]
+
+
+def generate_kernel(task: tuple[tirx.PrimFunc, DSASpec, str | None]) -> Kernel:
+    """``(kernel, how, cycles)``: :func:`schedule_kernel` of ``(func, spec, plan_json)`` and the
+    simulated cycles of the kernel (of ``func`` as it is when declined: straight from DDR)."""
+    func, spec, plan_json = task
+    scheduled, kind = schedule_kernel(func, spec, plan_json)
+    return scheduled, kind, kernel_cycles(kernel_model(scheduled if scheduled is not None else func), spec)
 
 
 _STAGED: dict = {}
@@ -303,8 +318,7 @@ _STAGED: dict = {}
 def staged_kernel(func: tirx.PrimFunc, spec: DSASpec) -> tuple[tirx.PrimFunc, int]:
     """The staging schedule of :func:`default_decisions` (:func:`evaluate`) and its simulated
     cycles, memoised per (structural hash of the kernel, spec): the planned kernels that
-    :func:`_staging_is_faster` compares in every Fig. 15 bar, and the kernels whose cycles
-    :func:`scheduled_cycles` gave before the pipeline schedules them; raises what they raise."""
+    :func:`_staging_is_faster` compares in every Fig. 15 bar; raises what they raise."""
     key = (tvm_ffi.structural_hash(func), spec)
     if key not in _STAGED:
         try:

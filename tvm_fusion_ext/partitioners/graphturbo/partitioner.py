@@ -25,6 +25,7 @@ layers (:func:`layers`).
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,9 +38,12 @@ from .kernel_plan import KernelOptions, SubgraphPlan
 from .ops import TurboGraph, from_dataflow_graph
 from .split_info import MAX_RECOMPUTE_RATIO, Split, output_op, propagate, recompute_ratio
 
-# Simulated cycles of the kernel ``ops`` (node ids of the graph) make with the plan JSON (None:
-# no plan), or None when no kernel can be made of them.
-KernelCost = Callable[[DataflowGraph, list[int], str | None], int | None]
+_LOG = logging.getLogger(__name__)
+
+# Simulated cycles of the kernel each ``(ops, plan)`` of a batch makes (``ops``: node ids of the
+# graph, ``plan``: its plan JSON or None), or None where no kernel can be made of them. A batch
+# lets the kernel generator generate its kernels in parallel.
+KernelCost = Callable[[DataflowGraph, list[tuple[tuple[int, ...], str | None]]], list[int | None]]
 
 
 @dataclass
@@ -116,8 +120,9 @@ class GraphTurboPartitioner:
         (the others cancel out); after dissolving a chain, a kernel of several anchors counts as
         the cheaper of itself and its layers under the staging schedule (which a later step
         splits it into). One kernel is replaced at a time and the block judged again until every
-        kernel holds: kernels only ever split, so that ends. Costs and verdicts are memoised per
-        (ops, plan)."""
+        kernel holds: kernels only ever split, so that ends. Every trial of a round is planned
+        first and the costs they compare asked of ``kernel_cost`` in one batch; costs and
+        verdicts are memoised per (ops, plan)."""
         chain = self.chain and self.options.instances
         tg = block.graph
         costs: dict[tuple, int | None] = {}
@@ -128,14 +133,22 @@ class GraphTurboPartitioner:
             found = kernels.get(tuple(callees[m] for m in ops))
             return tuple(ops), found.to_json() if found is not None else None
 
-        def cost(ops: list[int], kernels: dict) -> int | None:
-            key = key_of(ops, kernels)
-            if key not in costs:
-                costs[key] = self.kernel_cost(graph, ops, key[1])
-            return costs[key]
+        def keys_of(kernels: set[tuple], cheaper_apart: bool) -> list[tuple]:
+            """The cost keys :func:`total` reads for ``kernels``."""
+            keys = list(kernels)
+            if cheaper_apart:
+                keys += [key_of(layer, {}) for ops, _ in kernels if _anchors(tg, list(ops)) > 1
+                         for layer in layers(tg, list(ops))]
+            return keys
 
-        def apart(ops: list[int], kernels: dict) -> int | None:
-            found = [c for c in (cost(ops, kernels), _total([cost(layer, {}) for layer in layers(tg, ops)])
+        def fetch(keys: list[tuple]) -> None:
+            missing = list(dict.fromkeys(key for key in keys if key not in costs))
+            if missing:
+                costs.update(zip(missing, self.kernel_cost(graph, missing)))
+
+        def apart(key: tuple) -> int | None:
+            ops = list(key[0])
+            found = [c for c in (costs[key], _total([costs[key_of(layer, {})] for layer in layers(tg, ops)])
                                  if _anchors(tg, ops) > 1 else None) if c is not None]
             return min(found) if found else None
 
@@ -145,12 +158,13 @@ class GraphTurboPartitioner:
                 result.add(key_of(sorted(op for sg in sgs for op in block.grouping.groups[sg]), block.kernels))
             return result
 
-        def total(kernels: set[tuple], plans: dict, cheaper_apart: bool) -> int | None:
-            return _total([(apart if cheaper_apart else cost)(list(ops), plans) for ops, _ in kernels])
+        def total(kernels: set[tuple], cheaper_apart: bool) -> int | None:
+            return _total([apart(key) if cheaper_apart else costs[key] for key in kernels])
 
         unchained: set[frozenset[int]] = set()
         while True:
             current = kernels_of(block)
+            trials = []
             for sgs in block.chains:
                 ops = sorted(op for sg in sgs for op in block.grouping.groups[sg])
                 verdict = key_of(ops, block.kernels)
@@ -171,8 +185,14 @@ class GraphTurboPartitioner:
                 # Re-planning may change other kernels too (Algorithm 3's order, Algorithm 4's
                 # bindings): the kernels that differ are compared, the rest cancel out.
                 after = kernels_of(trial)
-                before_cycles = total(current - after, block.kernels, cheaper_apart=False)
-                after_cycles = total(after - current, trial.kernels, cheaper_apart=len(sgs) > 1)
+                trials.append((verdict, dissolved, trial, current - after, after - current, len(sgs) > 1))
+            fetch([key for _, _, _, gone, new, cheaper_apart in trials
+                   for key in keys_of(gone, False) + keys_of(new, cheaper_apart)])
+            for verdict, dissolved, trial, gone, new, cheaper_apart in trials:
+                before_cycles = total(gone, cheaper_apart=False)
+                after_cycles = total(new, cheaper_apart=cheaper_apart)
+                _LOG.debug("graphturbo judge: kernel of %d ops, %d anchors: %s cycles whole, %s apart",
+                           len(verdict[0]), _anchors(tg, list(verdict[0])), before_cycles, after_cycles)
                 if before_cycles is None or after_cycles is None or after_cycles >= before_cycles:
                     kept.add(verdict)
                     continue
