@@ -15,7 +15,7 @@ such a build runs on the host CPU instead, its thread loops serial, against the 
 scheduling (``driver.kernel_check``), which catches a wrong schedule though not a race or a GPU
 lowering error. ``--fusion all`` names every strategy. Targets are names or JSON dicts,
 comma-separated (commas inside a dict do not split). ``--jobs`` checks that many models at once, in
-processes of their own.
+processes of their own (which share the CPUs for the DSA's kernel generator: ``TVM_FUSION_EXT_JOBS``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from tvm_fusion_ext.driver.build import target_device
 from tvm_fusion_ext.driver.evaluation import parse_fusions
 from tvm_fusion_ext.driver.kernel_check import check_kernels
 from tvm_fusion_ext.pipelines import preprocess_passes
+from tvm_fusion_ext.target_dsa.workers import JOBS_ENV, default_jobs
 from tvm_fusion_ext.testing import verify
 
 BUILT_ONLY = "built, not run (no device for this target here)"
@@ -168,7 +169,8 @@ def main(argv=None) -> int:
     if references:
         parser.error(f"{', '.join(references)}: not a fusion strategy (check_zoo compares with PyTorch itself)")
     names, targets = args.models.split(","), split_targets(args.targets)
-    if args.jobs > 1:
+    if args.jobs > 1:  # the DSA's kernel generator shares the CPUs among the models' processes
+        os.environ.setdefault(JOBS_ENV, str(max(1, default_jobs() // args.jobs)))
         with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             per_model = list(pool.map(check, names, *zip(*[(targets, fusions, args.tol, args.host_check)] * len(names))))
     else:
