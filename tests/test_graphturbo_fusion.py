@@ -233,3 +233,19 @@ def test_jobs_must_be_a_positive_number(monkeypatch):
         workers.default_jobs()
     monkeypatch.setenv(workers.JOBS_ENV, "3")
     assert workers.default_jobs() == 3
+
+
+def _square(x):
+    return x * x
+
+
+def test_parallel_map_keeps_the_order_and_runs_here_when_it_must(monkeypatch):
+    """One job, one item, or a daemonic caller (which may not start processes): in this process."""
+    import multiprocessing
+
+    from tvm_fusion_ext.target_dsa import workers
+
+    assert workers.parallel_map(_square, [3, 1, 2], jobs=1) == [9, 1, 4]
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
+    monkeypatch.setattr(workers, "_executor", lambda jobs: pytest.fail("started workers"))
+    assert workers.parallel_map(_square, [3, 1, 2], jobs=2) == [9, 1, 4]

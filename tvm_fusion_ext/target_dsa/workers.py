@@ -41,9 +41,10 @@ def default_jobs() -> int:
 def parallel_map(fn: Callable, items: Sequence, jobs: int | None = None) -> list:
     """``[fn(item) for item in items]``, on ``jobs`` worker processes when there are two or more
     of each (``fn`` and the items are pickled: ``fn`` must be a module-level function). Items are
-    handed out one at a time as workers free up, so put the longest first."""
+    handed out one at a time as workers free up, so put the longest first. In a daemonic process
+    (a ``multiprocessing.Pool`` worker, which may not start processes) they run here."""
     jobs = default_jobs() if jobs is None else jobs
-    if jobs < 2 or len(items) < 2:
+    if jobs < 2 or len(items) < 2 or multiprocessing.current_process().daemon:
         return [fn(item) for item in items]
     try:
         return list(_executor(jobs).map(fn, items))
