@@ -16,7 +16,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
-from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import VARIANTS, SubgraphPlan
+from tvm_fusion_ext.partitioners.graphturbo.kernel_plan import VARIANTS, KernelOptions, SubgraphPlan
 from tvm_fusion_ext.target_dsa import instance_schedule as search
 from tvm_fusion_ext.target_dsa import instance_staging as staging
 from tvm_fusion_ext.target_dsa import register_dsa_target
@@ -614,6 +614,32 @@ def test_fig15_bars_stage_each_layer_form_once(monkeypatch):
     assert len(staged_forms) > len(set(staged_forms))  # without the sharing, a form is staged twice
     assert (shared.cycles, shared.form, shared.splits) == (apart.cycles, apart.form, apart.splits)
     tvm.ir.assert_structural_equal(shared.func, apart.func)
+
+
+def test_fig15_bars_staged_apart_give_the_kernel_staged_together(monkeypatch):
+    """The bars of one sub-graph staged each on its own (``bar_candidates``, what a worker
+    process runs) and chosen among afterwards (``schedule_subgraph_from``) give the kernel one
+    ``schedule_subgraph`` call chooses; a bar whose staging failed fails the same way."""
+    func = _two_layer_mlp(512, 256, 256)
+    plan = SubgraphPlan(dim=0, instances=8, binding=(8, 1), output_shape=(512, 256))
+    monkeypatch.setattr(search, "_CHOSEN", {})
+    together = search.schedule_subgraph(func, SPEC, plan)
+    bars = search.bar_plans(plan)
+    assert [bar.options for bar in bars][::-1] == [
+        KernelOptions(stitch=False, instances=False, instruction_scheduling=False),
+        KernelOptions(stitch=True, instances=False, instruction_scheduling=False),
+        KernelOptions(stitch=True, instances=True, instruction_scheduling=False),
+        KernelOptions()]
+    staged = {bar.to_json(): search.bar_candidates((func, SPEC, bar)) for bar in bars}
+    monkeypatch.setattr(search, "_CHOSEN", {})
+    apart = search.schedule_subgraph_from(func, SPEC, plan, staged)
+    assert (together.cycles, together.form, together.splits) == (apart.cycles, apart.form, apart.splits)
+    tvm.ir.assert_structural_equal(together.func, apart.func)
+
+    monkeypatch.setattr(search, "_CHOSEN", {})
+    staged[bars[0].to_json()] = search.Unsupported("staged elsewhere and declined")
+    with pytest.raises(search.Unsupported, match="staged elsewhere"):
+        search.schedule_subgraph_from(func, SPEC, plan, staged)
 
 
 def test_staging_schedules_render_their_errors_only_when_debugging(caplog):

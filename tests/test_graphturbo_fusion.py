@@ -2,6 +2,7 @@
 on the DSA a sub-graph's layer outputs stay on chip (graphturbo-dsa-scheduling.txt sections 3-5)."""
 
 import json
+import logging
 from dataclasses import replace
 
 import pytest
@@ -209,17 +210,20 @@ def test_judge_asks_each_cost_once_in_batches_and_keeps_what_is_cheaper(stage, f
         assert max(anchors) == 1
 
 
-def test_kernels_generated_on_worker_processes_are_the_ones_generated_here(stage, monkeypatch):
+def test_kernels_generated_on_worker_processes_are_the_ones_generated_here(stage, monkeypatch, caplog):
     """``schedule_kernels`` hands the kernels it has not memoised to worker processes
-    (``target_dsa/workers.py``); the judge's batches and ``DSASchedule`` then give the same
-    kernels, cycles and DDR buffers as generating them in this process."""
+    (``target_dsa/workers.py``), the Fig. 15 bars of a kernel larger than a worker's share of
+    the batch each to a worker of its own; the judge's batches and ``DSASchedule`` then give the
+    same kernels, cycles and DDR buffers as generating them in this process."""
     from tvm_fusion_ext.target_dsa import schedule, workers
 
     monkeypatch.setenv(workers.JOBS_ENV, "1")
     here = static_profile(stage, "graphturbo", DSA)
     monkeypatch.setattr(schedule, "_KERNELS", {})
     monkeypatch.setenv(workers.JOBS_ENV, "2")
-    there = static_profile(stage, "graphturbo", DSA)
+    with caplog.at_level(logging.DEBUG, logger=schedule.__name__):
+        there = static_profile(stage, "graphturbo", DSA)
+    assert "bars staged on separate workers" in caplog.text
     assert workers._pool is not None and workers._pool[0] == 2  # the kernels were generated there
     assert len(schedule._KERNELS) > 1
     assert (there["cycles"], there["kernels"], there["buffers"]) == (here["cycles"], here["kernels"], here["buffers"])

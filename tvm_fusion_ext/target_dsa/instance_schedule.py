@@ -90,12 +90,45 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     return _schedule(func, spec, plan, _LayerForms())
 
 
-def _schedule(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms) -> Staged:
-    """:func:`schedule_subgraph` with the layer forms staged so far for ``func``."""
+# Fig. 15's bar (plan JSON) -> its own candidates (:func:`bar_candidates`), or what staging them raised
+StagedElsewhere = dict[str, "list[Staged | None] | Exception"]
+
+
+def bar_plans(plan: SubgraphPlan) -> list[SubgraphPlan]:
+    """``plan`` and the plans of the Fig. 15 bars below it, whose kernels :func:`schedule_subgraph`
+    stages too (:func:`_lesser`)."""
+    plans = [plan]
+    while (lesser := _lesser(plans[-1].options)) is not None:
+        plans.append(dataclasses.replace(plan, options=lesser))
+    return plans
+
+
+def bar_candidates(task: tuple[tirx.PrimFunc, DSASpec, SubgraphPlan]) -> list[Staged | None] | Exception:
+    """The candidates one bar of ``(func, spec, plan)`` stages itself, or why staging them failed:
+    the bars of one sub-graph can be staged on separate workers, and
+    :func:`schedule_subgraph_from` then chooses among them as :func:`schedule_subgraph` would."""
+    func, spec, plan = task
+    try:
+        return _candidates(unique_buffer_names(func), spec, plan, _LayerForms())
+    except (Unsupported, s_tir.ScheduleError, ValueError) as err:
+        return err
+
+
+def schedule_subgraph_from(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
+                           staged: StagedElsewhere) -> Staged:
+    """:func:`schedule_subgraph` with each bar's candidates taken from ``staged`` (every plan of
+    :func:`bar_plans`) instead of staging them here; the same choice, memoised alike."""
+    return _schedule(func, spec, plan, _LayerForms(), staged)
+
+
+def _schedule(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms,
+              staged: StagedElsewhere | None = None) -> Staged:
+    """:func:`schedule_subgraph` with the layer forms staged so far for ``func`` (or every bar's
+    candidates, ``staged``)."""
     key = (tvm_ffi.structural_hash(func), plan.to_json(), spec)
     if key not in _CHOSEN:
         try:
-            _CHOSEN[key] = _choose(func, spec, plan, forms)
+            _CHOSEN[key] = _choose(func, spec, plan, forms, staged)
         except (Unsupported, s_tir.ScheduleError, ValueError) as err:
             _CHOSEN[key] = err  # a declined sub-graph is declined again without staging
     if isinstance(_CHOSEN[key], Exception):
@@ -103,15 +136,21 @@ def _schedule(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _La
     return _CHOSEN[key]
 
 
-def _choose(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms) -> Staged:
+def _choose(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms,
+            staged: StagedElsewhere | None) -> Staged:
     """:func:`schedule_subgraph` without the memo."""
-    candidates = _candidates(unique_buffer_names(func), spec, plan, forms)
+    if staged is None:
+        candidates = _candidates(unique_buffer_names(func), spec, plan, forms)
+    elif isinstance(found := staged[plan.to_json()], Exception):
+        raise found
+    else:
+        candidates = list(found)
     bound = None
     lesser = _lesser(plan.options)
     base = None
     if lesser is not None:
         try:
-            base = _schedule(func, spec, dataclasses.replace(plan, options=lesser), forms)
+            base = _schedule(func, spec, dataclasses.replace(plan, options=lesser), forms, staged)
         except Unsupported as err:
             _LOG.info("graphturbo %s declined: %s", lesser, err)
     if base is not None:

@@ -23,6 +23,7 @@ that fits LB, gives every core a tile when possible and recomputes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass, replace
@@ -36,14 +37,14 @@ from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR, SubgraphPlan
 from ..registration import register_pass
 from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_reduction, sblocks, try_primitive
 from ..tir_passes.unchecked import unchecked_primitives
-from .instance_schedule import schedule_subgraph
+from .instance_schedule import bar_candidates, bar_plans, schedule_subgraph, schedule_subgraph_from
 from .instance_staging import Unsupported
 from .intrinsics import loop_iter_types, tensorize_contractions
 from .kernel_model import CORES, DOUBLE_BUFFER, TILE, indexed_by_data, kernel_model, level_of, total_ops
 from .simulator import fits, kernel_cycles
 from .spec import DSASpec
 from .tir_helpers import GB, LB, alloc_buffers, new_schedule
-from .workers import parallel_map
+from .workers import default_jobs, parallel_map
 
 # Search limits of the untuned choice: tile shapes (largest first) and K chunks per tile.
 MAX_TILE_CANDIDATES = 8
@@ -292,16 +293,48 @@ _KERNELS: dict = {}
 def schedule_kernels(items: list[tuple[tirx.PrimFunc, str | None]], spec: DSASpec,
                      jobs: int | None = None) -> list[Kernel]:
     """:func:`generate_kernel` of every (function, GraphTurbo plan JSON or None) of ``items``,
-    memoised per (structural hash, plan, spec); those not known yet are generated on ``jobs``
-    worker processes (:func:`.workers.parallel_map`), the largest first."""
+    memoised per (structural hash, plan, spec). Those not known yet are generated on ``jobs``
+    worker processes (:func:`.workers.parallel_map`), the largest first; a planned kernel larger
+    than the batch's share of one worker has the candidates of each of its Fig. 15 bars staged
+    on a worker of their own (:func:`.instance_schedule.bar_candidates`) and is chosen here."""
+    jobs = default_jobs() if jobs is None else jobs
     keys = [(tvm_ffi.structural_hash(func), plan_json, spec) for func, plan_json in items]
     todo = {}
     for key, (func, plan_json) in zip(keys, items):
         if key not in _KERNELS:
             todo.setdefault(key, (func, spec, plan_json))
-    order = sorted(todo, key=lambda key: -len(sblocks(todo[key][0])))
-    _KERNELS.update(zip(order, parallel_map(generate_kernel, [todo[key] for key in order], jobs)))
+    size = {key: len(sblocks(task[0])) for key, task in todo.items()}
+    split = [key for key, task in todo.items()
+             if task[2] is not None and jobs > 1 and size[key] * jobs > sum(size.values())]
+    for key in split:
+        _LOG.debug("a kernel of %d blocks: its Fig. 15 bars staged on separate workers", size[key])
+    bar_tasks = [(stage_bar, (todo[key][0], spec, bar))
+                 for key in split for bar in bar_plans(SubgraphPlan.from_json(todo[key][2]))]
+    whole = [key for key in sorted(todo, key=lambda key: -size[key]) if key not in split]
+    results = parallel_map(run_task, bar_tasks + [(generate_kernel, todo[key]) for key in whole], jobs)
+    _KERNELS.update(zip(whole, results[len(bar_tasks):]))
+    bars = iter(results[:len(bar_tasks)])
+    for key in split:
+        func, _, plan_json = todo[key]
+        plan = SubgraphPlan.from_json(plan_json)
+        staged = {bar.to_json(): next(bars) for bar in bar_plans(plan)}
+        with contextlib.suppress(Unsupported, s_tir.ScheduleError, ValueError):  # memoised there
+            schedule_subgraph_from(func, spec, plan, staged)
+        _KERNELS[key] = generate_kernel(todo[key])  # takes the kernel just chosen
     return [_KERNELS[key] for key in keys]
+
+
+def stage_bar(task: tuple[tirx.PrimFunc, DSASpec, SubgraphPlan]):
+    """:func:`.instance_schedule.bar_candidates` with the primitives unchecked, as
+    :func:`schedule_kernel` runs them."""
+    with unchecked_primitives():
+        return bar_candidates(task)
+
+
+def run_task(task: tuple) -> object:
+    """``fn(argument)`` of ``task = (fn, argument)``: one worker task of :func:`schedule_kernels`."""
+    fn, argument = task
+    return fn(argument)
 
 
 def generate_kernel(task: tuple[tirx.PrimFunc, DSASpec, str | None]) -> Kernel:
