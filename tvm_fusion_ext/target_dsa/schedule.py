@@ -294,23 +294,26 @@ def schedule_kernels(items: list[tuple[tirx.PrimFunc, str | None]], spec: DSASpe
                      jobs: int | None = None) -> list[Kernel]:
     """:func:`generate_kernel` of every (function, GraphTurbo plan JSON or None) of ``items``,
     memoised per (structural hash, plan, spec). Those not known yet are generated on ``jobs``
-    worker processes (:func:`.workers.parallel_map`), the largest first; a planned kernel larger
-    than the batch's share of one worker has the candidates of each of its Fig. 15 bars staged
-    on a worker of their own (:func:`.instance_schedule.bar_candidates`) and is chosen here."""
+    worker processes (:func:`.workers.parallel_map`), the largest first. A kernel's work is taken
+    as its blocks squared (the generator stages it layer by layer, each step on the whole
+    function); a planned kernel of more work than one worker's share of the batch has the
+    candidates of each of its Fig. 15 bars staged on a worker of their own
+    (:func:`.instance_schedule.bar_candidates`) and is chosen here."""
     jobs = default_jobs() if jobs is None else jobs
     keys = [(tvm_ffi.structural_hash(func), plan_json, spec) for func, plan_json in items]
     todo = {}
     for key, (func, plan_json) in zip(keys, items):
         if key not in _KERNELS:
             todo.setdefault(key, (func, spec, plan_json))
-    size = {key: len(sblocks(task[0])) for key, task in todo.items()}
+    work = {key: len(sblocks(task[0])) ** 2 for key, task in todo.items()}
     split = [key for key, task in todo.items()
-             if task[2] is not None and jobs > 1 and size[key] * jobs > sum(size.values())]
+             if task[2] is not None and jobs > 1 and work[key] * jobs > sum(work.values())]
     for key in split:
-        _LOG.debug("a kernel of %d blocks: its Fig. 15 bars staged on separate workers", size[key])
+        _LOG.debug("a kernel of %d blocks: its Fig. 15 bars staged on separate workers",
+                   len(sblocks(todo[key][0])))
     bar_tasks = [(stage_bar, (todo[key][0], spec, bar))
                  for key in split for bar in bar_plans(SubgraphPlan.from_json(todo[key][2]))]
-    whole = [key for key in sorted(todo, key=lambda key: -size[key]) if key not in split]
+    whole = [key for key in sorted(todo, key=lambda key: -work[key]) if key not in split]
     results = parallel_map(run_task, bar_tasks + [(generate_kernel, todo[key]) for key in whole], jobs)
     _KERNELS.update(zip(whole, results[len(bar_tasks):]))
     bars = iter(results[:len(bar_tasks)])
