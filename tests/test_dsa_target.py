@@ -103,6 +103,7 @@ def test_a_kernel_tvm_cannot_stage_is_declined_not_a_crash(monkeypatch):
         return staged(func, spec)
 
     monkeypatch.setattr(dsa_schedule, "staged_kernel", failing)
+    monkeypatch.setattr(dsa_schedule, "_KERNELS", {})  # nor a kernel generated before
     schedule = dsa_schedule.DSASchedule(spec_of_target("dsa/stcp920"))
     out = schedule(takes)
     assert schedule.stats["declined"] == 1 and schedule.stats["scheduled"] == 1
