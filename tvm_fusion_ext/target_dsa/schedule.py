@@ -44,7 +44,7 @@ from .kernel_model import CORES, DOUBLE_BUFFER, TILE, indexed_by_data, kernel_mo
 from .simulator import fits, kernel_cycles
 from .spec import DSASpec
 from .tir_helpers import GB, LB, alloc_buffers, new_schedule
-from .workers import default_jobs, parallel_map
+from .workers import parallel_map, worker_count
 
 # Search limits of the untuned choice: tile shapes (largest first) and K chunks per tile.
 MAX_TILE_CANDIDATES = 8
@@ -233,7 +233,7 @@ class DSASchedule:
     buffer stitching, weight promotion; chosen by :mod:`.instance_schedule`), or this per-kernel
     staging if that declines or, for a kernel of one anchor, simulates faster
     (:func:`_staging_is_faster`); :func:`schedule_kernel` makes that choice per PrimFunc, on
-    ``jobs`` worker processes (:func:`schedule_kernels`; None: :func:`.workers.default_jobs`).
+    ``jobs`` worker processes (:func:`schedule_kernels`; None: :func:`.workers.worker_count`).
     ``stats`` counts scheduled, declined and ``graphturbo`` functions.
     """
 
@@ -299,18 +299,18 @@ def schedule_kernels(items: list[tuple[tirx.PrimFunc, str | None]], spec: DSASpe
     function); a planned kernel of more work than one worker's share of the batch has the
     candidates of each of its Fig. 15 bars staged on a worker of their own
     (:func:`.instance_schedule.bar_candidates`) and is chosen here."""
-    jobs = default_jobs() if jobs is None else jobs
+    jobs = worker_count(jobs)
     keys = [(tvm_ffi.structural_hash(func), plan_json, spec) for func, plan_json in items]
     todo = {}
     for key, (func, plan_json) in zip(keys, items):
         if key not in _KERNELS:
             todo.setdefault(key, (func, spec, plan_json))
-    work = {key: len(sblocks(task[0])) ** 2 for key, task in todo.items()}
+    blocks = {key: len(sblocks(task[0])) for key, task in todo.items()}
+    work = {key: n * n for key, n in blocks.items()}
     split = [key for key, task in todo.items()
              if task[2] is not None and jobs > 1 and work[key] * jobs > sum(work.values())]
     for key in split:
-        _LOG.debug("a kernel of %d blocks: its Fig. 15 bars staged on separate workers",
-                   len(sblocks(todo[key][0])))
+        _LOG.debug("a kernel of %d blocks: its Fig. 15 bars staged on separate workers", blocks[key])
     bar_tasks = [(stage_bar, (todo[key][0], spec, bar))
                  for key in split for bar in bar_plans(SubgraphPlan.from_json(todo[key][2]))]
     whole = [key for key in sorted(todo, key=lambda key: -work[key]) if key not in split]

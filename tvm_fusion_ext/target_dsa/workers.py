@@ -38,13 +38,21 @@ def default_jobs() -> int:
     return int(value)
 
 
+def worker_count(jobs: int | None = None) -> int:
+    """The processes :func:`parallel_map` uses: ``jobs`` (None: :func:`default_jobs`), or 1 in a
+    daemonic process (a ``multiprocessing.Pool`` worker, which may not start processes)."""
+    if multiprocessing.current_process().daemon:
+        return 1
+    return default_jobs() if jobs is None else jobs
+
+
 def parallel_map(fn: Callable, items: Sequence, jobs: int | None = None) -> list:
-    """``[fn(item) for item in items]``, on ``jobs`` worker processes when there are two or more
-    of each (``fn`` and the items are pickled: ``fn`` must be a module-level function). Items are
-    handed out one at a time as workers free up, so put the longest first. In a daemonic process
-    (a ``multiprocessing.Pool`` worker, which may not start processes) they run here."""
-    jobs = default_jobs() if jobs is None else jobs
-    if jobs < 2 or len(items) < 2 or multiprocessing.current_process().daemon:
+    """``[fn(item) for item in items]``, on :func:`worker_count` worker processes when there are
+    two or more of each, else here (``fn`` and the items are pickled: ``fn`` must be a
+    module-level function). Items are handed out one at a time as workers free up, so put the
+    longest first."""
+    jobs = worker_count(jobs)
+    if jobs < 2 or len(items) < 2:
         return [fn(item) for item in items]
     try:
         return list(_executor(jobs).map(fn, items))
