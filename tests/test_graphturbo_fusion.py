@@ -3,7 +3,11 @@ on the DSA a sub-graph's layer outputs stay on chip (graphturbo-dsa-scheduling.t
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import tvm
@@ -23,6 +27,7 @@ from tvm_fusion_ext.target_dsa.tir_helpers import alloc_buffers
 from tvm_fusion_ext.testing.verify import assert_same_as_unfused, build, count_kernels, random_inputs
 
 DSA = "dsa/stcp920"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -253,3 +258,20 @@ def test_parallel_map_keeps_the_order_and_runs_here_when_it_must(monkeypatch):
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
     monkeypatch.setattr(workers, "_executor", lambda jobs: pytest.fail("started workers"))
     assert workers.parallel_map(_square, [3, 1, 2], jobs=2) == [9, 1, 4]
+
+
+def test_workers_do_not_rerun_a_script_without_a_main_guard(tmp_path):
+    """A user's script that compiles at its top level (no ``if __name__ == "__main__":``) gets
+    worker processes that import only this package, not the script again."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import operator, sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from tvm_fusion_ext.target_dsa import workers\n"
+        "print('ran', flush=True)\n"
+        "print(workers.parallel_map(operator.neg, [1, 2, 3], jobs=2))\n")
+    env = {k: v for k, v in os.environ.items() if k != "TVM_FUSION_EXT_JOBS"}
+    done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["ran", "[-1,", "-2,", "-3]"]

@@ -13,10 +13,12 @@ generator (multiprocessing's ``forkserver``), never from the caller and its thre
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -55,7 +57,8 @@ def parallel_map(fn: Callable, items: Sequence, jobs: int | None = None) -> list
     if jobs < 2 or len(items) < 2:
         return [fn(item) for item in items]
     try:
-        return list(_executor(jobs).map(fn, items))
+        with _caller_script_not_rerun():
+            return list(_executor(jobs).map(fn, items))
     except BrokenProcessPool as err:
         _shutdown()
         raise RuntimeError(f"a kernel-generation worker process died; run with {JOBS_ENV}=1 to "
@@ -74,6 +77,29 @@ def _executor(jobs: int) -> ProcessPoolExecutor:
                                            initargs=(level,)))
         _LOG.info("kernel generation on %d worker processes", jobs)
     return _pool[1]
+
+
+@contextlib.contextmanager
+def _caller_script_not_rerun() -> Iterator[None]:
+    """Workers started inside this context do not import the caller's ``__main__``.
+
+    ``multiprocessing`` re-imports the main script (or ``-m`` module) in every worker it starts
+    with ``forkserver``, which runs a script without an ``if __name__ == "__main__":`` guard once
+    more in each worker. The workers need only this package's modules, so the main module's
+    ``__file__`` and ``__spec__`` are hidden while they start (``multiprocessing/spawn.py``,
+    ``get_preparation_data``)."""
+    main = sys.modules.get("__main__")
+    saved = (main.__dict__.get("__file__"), main.__dict__.get("__spec__")) if main else None
+    if main is not None:
+        main.__dict__.pop("__file__", None)
+        main.__spec__ = None
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__spec__ = saved[1]
+            if saved[0] is not None:
+                main.__file__ = saved[0]
 
 
 def _shutdown() -> None:
