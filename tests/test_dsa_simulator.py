@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from dsa_cases import hand
+from tvm.script import tirx as T
 
 from tvm_fusion_ext.target_dsa import kernel_model as km
 from tvm_fusion_ext.target_dsa.simulator import simulate
@@ -175,3 +176,31 @@ def test_gemm_beside_an_independent_vector_op(tiny):
     model["phases"][0]["double_buffer"] = False
     assert simulate({"k": model}, ["k"], tiny)["cycles"] == 100 + 2 * 1714
 
+
+
+@T.prim_func(s_tir=True)
+def _moves_and_a_data_select(a: T.Buffer((4, 8), "float32"), b: T.Buffer((4, 8), "float32"),
+                             c: T.Buffer((4, 16), "float32"), d: T.Buffer((4, 18), "float32"),
+                             e: T.Buffer((4, 16), "float32")):
+    for i, j in T.grid(4, 16):
+        with T.sblock("concat"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            c[vi, vj] = T.if_then_else(8 <= vj, b[vi, vj - 8], a[vi, vj])
+    for i, j in T.grid(4, 18):
+        with T.sblock("pad_and_scale"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            d[vi, vj] = T.if_then_else(1 <= vj and vj < 17,  # noqa: PLR1716 (TVMScript has no chained comparisons)
+                                       c[vi, vj - 1] * T.float32(2), T.float32(0))
+    for i, j in T.grid(4, 16):
+        with T.sblock("relu"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            e[vi, vj] = T.if_then_else(c[vi, vj] > T.float32(0), c[vi, vj], T.float32(0))
+
+
+def test_a_select_on_indices_is_a_move_and_a_select_on_data_computes():
+    """Concatenation and padding choose an element's source by its position (index arithmetic,
+    like addresses): one operation per element moved, plus the arithmetic on it. A select on
+    loaded values (ReLU) counts its comparison and the select."""
+    model = km.kernel_model(_moves_and_a_data_select, "k")
+    ops = [e["ops"] for phase in model["phases"] for e in phase["events"] if e["kind"] == "compute"]
+    assert ops == [4 * 16, 4 * 18, 4 * 16 * 2]

@@ -384,9 +384,13 @@ def _count_ops(store) -> tuple[int, bool]:
 
 
 def _value_ops(expr) -> int:
-    """Operations on values; index arithmetic inside loads is address generation, not counted."""
+    """Operations on values; index arithmetic inside loads is address generation, not counted,
+    and so is a select on indices alone (:func:`_index_select`): it picks the source of a move."""
     if isinstance(expr, tvm.ir.TensorLoad):
         return 0
+    branches = _index_select(expr)
+    if branches is not None:
+        return sum(_value_ops(b) for b in branches)
     own = 1 if isinstance(expr, (*_ARITH, tvm.ir.Call)) else 0
     if isinstance(expr, tvm.ir.Call):
         children = list(expr.args)
@@ -401,6 +405,21 @@ def _value_ops(expr) -> int:
     else:
         children = []
     return own + sum(_value_ops(c) for c in children if isinstance(c, tvm.ir.Expr))
+
+
+def _index_select(expr) -> tuple | None:
+    """The two branches of a select (``Select`` or ``if_then_else``) whose condition reads no
+    buffer, else None. Such a select chooses where an element comes from by its position, as
+    concatenation and padding do (GraphTurbo section 3.5 counts concat as data movement): the
+    element is moved once, the branch resolved when the copy loops are split by position
+    (TVM's ``LoopPartition``), so the condition costs no operation per element."""
+    if isinstance(expr, tirx.Select):
+        condition, branches = expr.condition, (expr.true_value, expr.false_value)
+    elif isinstance(expr, tvm.ir.Call) and getattr(expr.op, "name", "") == "prim.if_then_else":
+        condition, branches = expr.args[0], (expr.args[1], expr.args[2])
+    else:
+        return None
+    return None if _loaded_buffers(condition) else branches
 
 
 def _loaded_buffers(expr) -> list:
