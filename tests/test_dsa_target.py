@@ -1,6 +1,7 @@
 """dsa/* target tags, spec presets and spec files."""
 
 import json
+import math
 
 import pytest
 import tvm
@@ -110,3 +111,39 @@ def test_a_kernel_tvm_cannot_stage_is_declined_not_a_crash(monkeypatch):
     scheduled = {gv.name_hint: bool(f.attrs and f.attrs.get("tirx.is_scheduled"))
                  for gv, f in out.functions_items()}
     assert scheduled == {"take1": False, "take2": True}
+
+
+def test_a_kernel_that_fits_nowhere_gets_the_fastest_spilled_tiles_not_the_most():
+    """A concatenation of DenseNet's kind (eight inputs, then ReLU) fits LB with no tile: the
+    untuned choice is the tile that simulates fastest among those giving every core one, since
+    its tiles along the channels each load every input's region again."""
+    from tvm import relax
+
+    from tvm_fusion_ext.target_dsa.schedule import (
+        MAX_TILE_CANDIDATES,
+        Decisions,
+        default_decisions,
+        evaluate,
+        output_shape,
+        tile_candidates,
+    )
+    from tvm_fusion_ext.target_dsa.simulator import kernel_cycles
+
+    bb = relax.BlockBuilder()
+    parts = [relax.Var(f"x{i}", relax.TensorType((32, 64, 14, 14), "float32")) for i in range(8)]
+    with bb.function("main", parts):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.nn.relu(relax.op.concat(parts, axis=1))))
+        bb.emit_func_output(out)
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(
+        relax.transform.LegalizeOps()(bb.get()))))
+    func = next(f for gv, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+    spec = DSASpec.from_target(tvm.target.Target("dsa/stcp920"))
+    chosen = default_decisions(func, spec)
+    _, model, _ = evaluate(func, spec, chosen)
+    tiles = tile_candidates(output_shape(func))[:MAX_TILE_CANDIDATES]
+    most = min(tiles, key=math.prod)  # the most tiles: the former choice when nothing fits
+    _, most_model, _ = evaluate(func, spec, Decisions(most, None, True, True, spec.num_cores))
+    assert chosen.tile != most
+    assert kernel_cycles(model, spec) < kernel_cycles(most_model, spec)
+

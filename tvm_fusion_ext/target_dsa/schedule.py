@@ -159,8 +159,8 @@ def default_decisions(func: tirx.PrimFunc, spec: DSASpec) -> Decisions:
 def _default_decisions(func: tirx.PrimFunc, spec: DSASpec) -> Decisions:
     """The untuned choice: among tiles that recompute nothing, the largest that fits LB and
     gives every core a tile; else the fitting one with most tiles; else (nothing fits) the one
-    with most tiles, whose overflow :func:`evaluate` spills to GB. A contraction that does not
-    fit with its full reduction is tried with smaller K chunks first."""
+    :func:`_least_overflowing` picks, whose overflow :func:`evaluate` spills to GB. A
+    contraction that does not fit with its full reduction is tried with smaller K chunks first."""
     shape = output_shape(func)
     info = contraction(func)
     k_extent = info[0] if info else None
@@ -215,12 +215,23 @@ def _search(func, spec: DSASpec, tiles, chunks, require_fit: bool) -> Decisions 
                 fitting.append((tiles, decisions))
                 break
             if chunk is None:
-                overflowing.append((tiles, decisions))
+                overflowing.append((tiles, kernel_cycles(model, spec), decisions))
     if fitting:
         return max(fitting, key=lambda item: item[0])[1]
     if overflowing and not require_fit:
-        return evaluate(func, spec, max(overflowing, key=lambda item: item[0])[1])[2]
+        return evaluate(func, spec, _least_overflowing(overflowing, cores))[2]
     return None
+
+
+def _least_overflowing(candidates: list[tuple[int, int, Decisions]], cores: int) -> Decisions:
+    """Among ``(tiles, simulated cycles, decisions)`` of which none fits LB: of those giving every
+    core a tile the fastest as simulated before spilling, else the one with the most tiles. Smaller
+    tiles are not always faster: a concatenation's tiles along its channels each load every
+    input's region (TVM's regions are not narrowed by the select)."""
+    busy = [c for c in candidates if c[0] >= cores]
+    if busy:
+        return min(busy, key=lambda c: (c[1], -c[0]))[2]
+    return max(candidates, key=lambda c: c[0])[2]
 
 
 @register_pass
