@@ -177,7 +177,6 @@ def test_gemm_beside_an_independent_vector_op(tiny):
     assert simulate({"k": model}, ["k"], tiny)["cycles"] == 100 + 2 * 1714
 
 
-
 @T.prim_func(s_tir=True)
 def _moves_and_a_data_select(a: T.Buffer((4, 8), "float32"), b: T.Buffer((4, 8), "float32"),
                              c: T.Buffer((4, 16), "float32"), d: T.Buffer((4, 18), "float32"),

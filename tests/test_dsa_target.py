@@ -146,4 +146,3 @@ def test_a_kernel_that_fits_nowhere_gets_the_fastest_spilled_tiles_not_the_most(
     _, most_model, _ = evaluate(func, spec, Decisions(most, None, True, True, spec.num_cores))
     assert chosen.tile != most
     assert kernel_cycles(model, spec) < kernel_cycles(most_model, spec)
-

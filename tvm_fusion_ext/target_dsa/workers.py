@@ -89,17 +89,17 @@ def _caller_script_not_rerun() -> Iterator[None]:
     ``__file__`` and ``__spec__`` are hidden while they start (``multiprocessing/spawn.py``,
     ``get_preparation_data``)."""
     main = sys.modules.get("__main__")
-    saved = (main.__dict__.get("__file__"), main.__dict__.get("__spec__")) if main else None
-    if main is not None:
-        main.__dict__.pop("__file__", None)
-        main.__spec__ = None
+    if main is None:
+        yield
+        return
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if name in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None
     try:
         yield
     finally:
-        if main is not None:
-            main.__spec__ = saved[1]
-            if saved[0] is not None:
-                main.__file__ = saved[0]
+        del main.__spec__
+        main.__dict__.update(saved)
 
 
 def _shutdown() -> None:
