@@ -45,7 +45,7 @@ from tvm import s_tir, tirx
 from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate, live_peak
 from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_reduction, try_primitive
-from .intrinsics import tensorize_func
+from .intrinsics import conv_columns, conv_operands, tensorize_func
 from .kernel_model import (
     CORES,
     DOUBLE_BUFFER,
@@ -87,6 +87,8 @@ MAX_LAYER_TILE_TRIALS = 4
 FUSED_OUTPUT_TAG = "_intermediate"
 # Tiles of a stitched run of layers staged and simulated (:func:`_stage_stitched`).
 MAX_STITCH_TRIALS = 4
+# Spatial loops a layer's tile may split while larger tiles fit (images, channels, rows).
+ROW_TILED_LOOPS = 3
 # The loop over clusters that wraps the weight promotions (:func:`_promote_per_cluster`).
 CLUSTER_LOOP = "cluster"
 # structural hash -> (function, the function after _inline_elementwise)
@@ -345,6 +347,14 @@ class _LoopNest:
         spatial = [v for v in self.order if v in self.feeds and self.feeds[v][1] == 0
                    and self.extent[v] > 1]
         self.matrix = spec.matrix_shape if _gemm_like(self.block) else None
+        conv = conv_operands(self.block) if self.matrix is None else None
+        # A convolution the matrix unit can take: the instruction's shape and what its tiled
+        # loops must be multiples of (rows, columns and reduction, :mod:`.intrinsics`).
+        self.conv_shape = None if conv is None or conv_columns(conv.width, spec) is None else (
+            spec.matrix_shape[0], conv_columns(conv.width, spec), spec.matrix_shape[2])
+        self.conv_vars = {} if self.conv_shape is None else {
+            conv.rows: self.conv_shape[0], conv.columns: self.conv_shape[1],
+            conv.reduction: self.conv_shape[2]}
         self.spatial_loops = len(spatial)
         if self.matrix is None:
             self.spatial = spatial[:outer]
@@ -374,7 +384,19 @@ class _LoopNest:
             gemm = self.matrix[max(0, 2 - len(self.spatial)):2]
             shape = ((1,) * (len(self.spatial) - len(gemm)) + tuple(gemm)
                      + tuple(self.matrix[2:][:len(self.reduce)]))
+        elif self.conv_vars:
+            shape = tuple(self.conv_multiple(v) for v in self.tiled)
         return _tile_choices([self.extent[v] for v in self.tiled], shape)
+
+    def conv_multiple(self, loop: str) -> int:
+        """What the tile of ``loop`` must be a multiple of for the matrix unit to take a
+        convolution (1 for loops it does not constrain)."""
+        return self.conv_vars.get(self.feeds[loop][0], 1)
+
+    def conv_fits(self, tile: dict[str, int]) -> bool:
+        """Whether the matrix unit can take this tile of a convolution (:meth:`conv_multiple`)."""
+        return all(tile.get(v, self.extent[v]) % self.conv_multiple(v) == 0 for v in self.order
+                   if v in self.feeds)
 
     def ranked(self, cost) -> list[dict[str, int]]:
         """The feasible tiles (``cost`` not None), cheapest first."""
@@ -811,14 +833,9 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool
     loops = _LoopNest(sch, rv, depth, spec, batches=True)
     if not loops.spatial:
         return sch
-    ranked = loops.ranked(_layer_cost(loops, spec, double))
-    outer = len(loops.spatial)
-    while not ranked and loops.matrix is None and outer < loops.spatial_loops:
-        outer += 1  # rows too large for LB: tile one more spatial loop
-        loops = _LoopNest(sch, rv, depth, spec, outer=outer)
-        ranked = loops.ranked(_layer_cost(loops, spec, double))
+    ranked = _ranked_layer_tiles(sch, rv, spec, depth, double, loops)
     epilogue = _epilogue(sch, rv) if stitch and loops.matrix is not None else None
-    for tile in ranked[:MAX_LAYER_TILE_TRIALS]:
+    for outer, tile in ranked[:MAX_LAYER_TILE_TRIALS]:
         for fused in ([epilogue, None] if epilogue is not None else [None]):
             trial = sch.copy()
             tile_loop = _stage_layer_tile(trial, rv, spec, depth, double, tile, outer, fused,
@@ -837,6 +854,28 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool
             if footprint["lb_live_double_buffered" if double else "lb_live"] <= spec.lb_bytes:
                 return trial
     raise Unsupported(f"no tile of layer {loops.block.name_hint} fits LB")
+
+
+def _ranked_layer_tiles(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool,
+                        loops: _LoopNest) -> list[tuple[int, dict[str, int]]]:
+    """The feasible tiles of :func:`_tile_layer`, cheapest first by :func:`_layer_cost`, each with
+    the number of outer spatial loops it tiles. Besides a conv's or element-wise layer's two
+    outermost spatial loops (images, channels) its rows are tiled too (section 4.1's tiling of an
+    anchor): a tile of whole feature maps holds few channels in LB, and every tile along the
+    channels loads the whole input again; a band of rows (its halo included) lets one tile hold
+    more channels. Further spatial loops are tiled only while no tile fits LB."""
+    ranked: list[tuple[float, int, int, dict[str, int]]] = []
+    outer = len(loops.spatial)
+    while True:
+        cost = _layer_cost(loops, spec, double)
+        ranked += [(cost(tile), -math.prod(tile.values()), outer, tile) for tile in loops.ranked(cost)]
+        if loops.matrix is not None or outer >= loops.spatial_loops or (
+                ranked and outer >= ROW_TILED_LOOPS):
+            break
+        outer += 1
+        loops = _LoopNest(sch, rv, depth, spec, outer=outer)
+    ranked.sort(key=lambda item: item[:3])
+    return [(outer, tile) for _, _, outer, tile in ranked]
 
 
 def _tiled(sch: s_tir.Schedule, rv) -> bool:
@@ -868,7 +907,10 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
     lat = spec.dma_latency_cycles
     gemm = loops.matrix is not None and spec.matrix_shape is not None
     unit = spec.unit_for("vmac" if is_reduction(block) else "vector")
-    matrix = spec.unit_for("matrix") if gemm else unit
+    matrix = spec.unit_for("matrix") if gemm or loops.conv_shape else unit
+    # A convolution's instructions fill conv_shape[1] of the unit's columns.
+    conv_rate = matrix.ops_per_cycle * loops.conv_shape[1] / spec.matrix_shape[1] \
+        if loops.conv_shape else None
 
     def rate(level: str, active: int):
         if level == "ddr":
@@ -896,8 +938,13 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
         per_core = math.ceil(tiles / spec.num_cores)
         load = chunks * sum(b / rate(level, active) + lat for b, level in staged)
         store = out_bytes / rate(out_level, active) + lat
-        runs_on = matrix if gemm and on_matrix(tile) else unit
-        compute = iterations / tiles / runs_on.ops_per_cycle
+        if gemm and on_matrix(tile):
+            ops_per_cycle = matrix.ops_per_cycle
+        elif conv_rate and loops.conv_fits(tile):
+            ops_per_cycle = conv_rate
+        else:
+            ops_per_cycle = unit.ops_per_cycle
+        compute = iterations / tiles / ops_per_cycle
         if double and per_core > 1:
             return load + compute + store + (per_core - 1) * max(load, compute, store)
         return per_core * (load + compute + store)

@@ -7,11 +7,21 @@ are multiples of the matrix unit's instruction shape ``(M, N, K)`` is tensorized
 (:mod:`.codegen`) defines that function, so the host emulation computes the same numbers; the
 simulator charges ``M * N * K`` operations to the matrix unit per call. Shapes that do not divide
 stay on the vector MAC unit.
+
+A stride-1 NCHW convolution ``C[n, f, y, x] += X[n, c, y + r, x + s] * W[f, c, r, s]`` whose
+operands are staged in LB is a sum over ``(r, s)`` of such GEMMs (:class:`ConvOperands`): per
+output row ``y`` and kernel tap ``(r, s)``, ``C[f, x] += W[f, c] * X[c, x + s]``, with ``f`` as
+the matrix unit's rows, ``x`` its columns and ``c`` its reduction. The LB copies are laid out so
+that each GEMM's operands are row-major matrices (``X`` and ``C`` as ``[n, y, c, x]``, ``W`` as
+``[r, s, f, c]``; the DMA filling or draining them reorders the data), and the instruction's
+column count is the largest divisor of the row width that the unit holds (:func:`conv_columns`):
+a call over fewer columns than the unit has still occupies one instruction.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
@@ -34,9 +44,10 @@ def intrin_name(shape: tuple[int, int, int]) -> str:
     return f"{MATRIX_CALL_PREFIX}_{m}x{n}x{k}_f32"
 
 
-def register_matrix_intrin(shape: tuple[int, int, int]) -> str:
-    """Register (once) the float32 GEMM tensor intrinsic for one matrix-unit shape."""
-    name = intrin_name(shape)
+def register_matrix_intrin(shape: tuple[int, int, int], swapped: bool = False) -> str:
+    """Register (once) the float32 GEMM tensor intrinsic for one matrix-unit shape; ``swapped``:
+    the block multiplies ``B * A`` (a convolution's input times its weight) instead of ``A * B``."""
+    name = intrin_name(shape) + ("_ba" if swapped else "")
     if name in _REGISTERED:
         return name
     m, n, k = shape
@@ -53,6 +64,19 @@ def register_matrix_intrin(shape: tuple[int, int, int]) -> str:
                 with T.sblock("update"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, r])
                     C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    @T.prim_func(s_tir=True)
+    def desc_swapped(a: T.handle, b: T.handle, c: T.handle):
+        A = T.match_buffer(a, (m, k), "float32", offset_factor=1, scope=LB)
+        B = T.match_buffer(b, (k, n), "float32", offset_factor=1, scope=LB)
+        C = T.match_buffer(c, (m, n), "float32", offset_factor=1, scope=LB)
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:n], B[0:k, 0:n], A[0:m, 0:k])
+            T.writes(C[0:m, 0:n])
+            for i, j, r in T.grid(m, n, k):
+                with T.sblock("update"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, r])
+                    C[vi, vj] = C[vi, vj] + B[vk, vj] * A[vi, vk]
 
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle):
@@ -73,7 +97,7 @@ def register_matrix_intrin(shape: tuple[int, int, int]) -> str:
                                      T.Cast("int32", lda), T.Cast("int32", ldb),
                                      m, n, k))
 
-    s_tir.TensorIntrin.register(name, desc, impl, override=True)
+    s_tir.TensorIntrin.register(name, desc_swapped if swapped else desc, impl, override=True)
     _REGISTERED.add(name)
     return name
 
@@ -89,7 +113,8 @@ def loop_iter_types(sch: s_tir.Schedule, block_rv) -> dict[str, int]:
 
 
 def tensorize_contractions(sch: s_tir.Schedule, spec: DSASpec) -> s_tir.Schedule:
-    """Map every GEMM-shaped reduction whose tile divides the MME shape to the matrix unit.
+    """Map every GEMM-shaped reduction whose tile divides the MME shape, and every stride-1
+    convolution whose operands are staged in LB (:class:`ConvOperands`), to the matrix unit.
 
     Each attempt runs on a copy of the schedule (random variables stay valid in copies) first;
     only when it succeeds is it repeated on ``sch`` itself, so ``sch`` is modified in place (a
@@ -100,12 +125,16 @@ def tensorize_contractions(sch: s_tir.Schedule, spec: DSASpec) -> s_tir.Schedule
     if shape is None:
         return sch
     for name in block_names(sch.mod["main"]):
-        roles = _gemm_roles(sch, sch.get_sblock(name))
-        if roles is None:
+        rv = sch.get_sblock(name)
+        roles = _gemm_roles(sch, rv)
+        conv = conv_operands(sch.get(rv)) if roles is None else None
+        if roles is None and conv is None:
             continue
         trial = sch.copy()
-        if _tensorize_one(trial, trial.get_sblock(name), roles, shape):
+        if roles is not None and _tensorize_one(trial, trial.get_sblock(name), roles, shape):
             _tensorize_one(sch, sch.get_sblock(name), roles, shape)
+        elif conv is not None and _tensorize_conv(trial, trial.get_sblock(name), conv, spec):
+            _tensorize_conv(sch, sch.get_sblock(name), conv, spec)
     return sch
 
 
@@ -128,10 +157,14 @@ def tensorize_func(func: tirx.PrimFunc, spec: DSASpec, loop_var=None,
 
     def attempt(sch, rvs, whole):
         roles = _gemm_roles(sch, rvs[0])
-        inner = None if roles is None else _role_loops(sch, rvs[0], roles, shape)
+        if roles is None:
+            conv = conv_operands(sch.get(rvs[0]))
+            return sch if conv is not None and _tensorize_conv(sch, rvs[0], conv, spec) else None
+        inner = _role_loops(sch, rvs[0], roles, shape)
         return sch if inner is not None and _tensorize_loops(sch, rvs[0], inner, shape) else None
 
-    for name in [r.block.name_hint for r in realizes if _gemm_roles_of(r) is not None]:
+    for name in [r.block.name_hint for r in realizes
+                 if _gemm_roles_of(r) is not None or conv_operands(r.block) is not None]:
         staged.stage([name], attempt)
     return staged.func
 
@@ -177,6 +210,172 @@ def _gemm_roles_of(realize):
     return roles
 
 
+@dataclass(frozen=True)
+class ConvOperands:
+    """A stride-1 NCHW convolution update ``C[n, f, y, x] += X[n, c, y + r, x + s] * W[f, c, r, s]``
+    as the matrix unit sees it: the block variables of its rows ``f``, columns ``x``, reduction
+    ``c`` and kernel taps ``(r, s)``, the names of ``X`` and ``W``, the row width, and whether the
+    block multiplies ``X * W`` (``swapped``, as TOPI's ``conv2d_nchw`` does)."""
+
+    rows: str
+    columns: str
+    reduction: str
+    taps: tuple[str, str]
+    data: str
+    weight: str
+    width: int
+    swapped: bool
+
+
+def conv_operands(block) -> ConvOperands | None:
+    """The :class:`ConvOperands` of a float32 block, else None (strided, dilated, grouped or
+    differently laid out convolutions, anything else). A 1x1 kernel's taps may be the constant 0
+    (``W[f, c, 0, 0]``, ``X[n, c, y, x]``: TVM drops unit loops) and are then named ``""``."""
+    body = block.body
+    if not isinstance(body, tirx.BufferStore) or str(body.buffer.dtype) != "float32" \
+            or len(body.indices) != 4:
+        return None
+    value = body.value
+    if not (isinstance(value, tirx.Add) and isinstance(value.b, tirx.Mul)
+            and isinstance(value.a, tvm.ir.TensorLoad) and value.a.source.same_as(body.buffer)):
+        return None
+    batch = body.indices[0]  # the constant 0 for one image (TVM drops unit loops)
+    out = _var_names(body.indices[1:])
+    kinds = {iv.var.name: int(iv.iter_type) for iv in block.iter_vars}
+    extents = {iv.var.name: iv.dom.extent for iv in block.iter_vars}
+    if out is None or any(kinds.get(v) != 0 for v in out) or not (
+            _is_zero(batch) or kinds.get(getattr(batch, "name", None)) == 0):
+        return None
+    out = [batch, *out]
+    first, second = value.b.a, value.b.b
+    if not (isinstance(first, tvm.ir.TensorLoad) and isinstance(second, tvm.ir.TensorLoad)):
+        return None
+    for data, weight, swapped in ((first, second, True), (second, first, False)):
+        if len(weight.indices) != 4 or len(data.indices) != 4:
+            continue
+        c = _var_names(weight.indices[1:2])
+        taps = [_tap(weight.indices[2], data.indices[2], out[2]),
+                _tap(weight.indices[3], data.indices[3], out[3])]
+        if _var_names(weight.indices[:1]) != [out[1]] or c is None or None in taps \
+                or _var_names(data.indices[1:2]) != c or not _same_index(data.indices[0], batch):
+            continue
+        others = [v for v, kind in kinds.items() if kind == 2 and v != c[0] and v not in taps]
+        if kinds.get(c[0]) != 2 or any(not _is_one(extents[v]) for v in others):
+            return None
+        return ConvOperands(out[1], out[3], c[0], tuple(taps), data.source.name,
+                            weight.source.name, int(body.buffer.shape[3]), swapped)
+    return None
+
+
+def _tap(weight_index, data_index, out: str) -> str | None:
+    """The tap variable of one window dimension (``W[.., r]`` and ``X[.., y + r]``), ``""`` for a
+    unit window (``W[.., 0]`` and ``X[.., y]``), else None."""
+    if isinstance(weight_index, tvm.ir.Var):
+        return weight_index.name if _sum_of(data_index, out, weight_index.name) else None
+    unit = isinstance(weight_index, tirx.IntImm) and weight_index.value == 0
+    return "" if unit and _var_names([data_index]) == [out] else None
+
+
+def _is_one(extent) -> bool:
+    return isinstance(extent, tirx.IntImm) and extent.value == 1
+
+
+def _is_zero(index) -> bool:
+    return isinstance(index, tirx.IntImm) and index.value == 0
+
+
+def _same_index(a, b) -> bool:
+    """Whether two indices are the same variable or both the constant 0."""
+    if _is_zero(a) or _is_zero(b):
+        return _is_zero(a) and _is_zero(b)
+    return _var_names([a, b]) is not None and a.name == b.name
+
+
+def conv_columns(width: int, spec: DSASpec) -> int | None:
+    """Columns of one matrix-unit instruction over rows ``width`` wide: the largest divisor of
+    ``width`` the unit holds, when the unit over that many columns outruns the vector MAC unit
+    (a call over ``n`` of its ``N`` columns does ``n / N`` of its work); else None."""
+    shape = spec.matrix_shape
+    if shape is None:
+        return None
+    columns = max(d for d in range(1, min(width, shape[1]) + 1) if width % d == 0)
+    matrix, vmac = spec.unit_for("matrix"), spec.unit_for("vmac")
+    return columns if matrix.ops_per_cycle * columns > vmac.ops_per_cycle * shape[1] else None
+
+
+def _var_names(indices) -> list[str] | None:
+    return [i.name for i in indices] if all(isinstance(i, tvm.ir.Var) for i in indices) else None
+
+
+def _sum_of(index, a: str, b: str) -> bool:
+    """Whether ``index`` is ``a + b`` (in either order) of two variables."""
+    return isinstance(index, tirx.Add) and _var_names([index.a, index.b]) in ([a, b], [b, a])
+
+
+def _conv_loops(sch, rv, conv: ConvOperands, spec: DSASpec) -> tuple[dict, tuple] | None:
+    """The innermost loops feeding the rows, columns and reduction of convolution ``rv`` (as
+    :func:`_role_loops`) and the instruction shape; None when an operand is outside LB or an
+    extent does not divide."""
+    block = sch.get(rv)
+    if any(region.source.scope() != LB for region in (*block.reads, *block.writes)):
+        return None
+    columns = conv_columns(conv.width, spec)
+    if columns is None:
+        return None
+    shape = (spec.matrix_shape[0], columns, spec.matrix_shape[2])
+    realize = _realize(sch, rv)
+    binding = {iv.var.name: value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
+    roles = {role: [v.name for v in vars_in(binding[var])]
+             for role, var in (("i", conv.rows), ("j", conv.columns), ("k", conv.reduction))}
+    inner = _role_loops(sch, rv, roles, shape)
+    return None if inner is None else (inner, shape)
+
+
+def _tensorize_conv(sch, rv, conv: ConvOperands, spec: DSASpec) -> bool:
+    """Lay out the LB operands of convolution ``rv`` as row-major GEMM operands (module
+    docstring), split its rows, columns and reduction by the instruction shape, move those three
+    instruction loops below every other loop (kernel taps, unit loops) and tensorize; on
+    ``False`` the schedule may hold the steps made before the failure."""
+    found = _conv_loops(sch, rv, conv, spec)
+    if found is None:
+        return False
+    inner, shape = found
+    block = sch.get(rv)
+    reads = [region.source.name for region in block.reads]
+    try:
+        sch.transform_layout(rv, ("read", reads.index(conv.data)), lambda n, c, y, x: (n, y, c, x))
+        sch.transform_layout(rv, ("read", reads.index(conv.weight)), lambda f, c, r, s: (r, s, f, c))
+        sch.transform_layout(rv, ("write", 0), lambda n, f, y, x: (n, y, f, x))
+        parts = {}
+        for role, size in zip("ijk", shape):
+            extent = int(sch.get(inner[role]).extent)
+            parts[role] = sch.split(inner[role], [extent // size, size])
+        instruction = [parts[role][1] for role in "ijk"]
+        loops = sch.get_loops(rv)
+        first = min(next(p for p, lp in enumerate(loops) if _same_loop(sch, lp, parts[role][0]))
+                    for role in "ijk")
+        rest = [lp for lp in loops[first:] if not any(_same_loop(sch, lp, i) for i in instruction)]
+        sch.reorder(*rest, *instruction)
+        _decompose_below_tile(sch, rv)
+        sch.tensorize(parts["i"][1], register_matrix_intrin(shape, conv.swapped))
+        return True
+    except (s_tir.ScheduleError, ValueError, RuntimeError) as err:
+        _LOG.debug("matrix unit declined the convolution: %s", err)
+        return False
+
+
+def _same_loop(sch, a, b) -> bool:
+    return sch.get_sref(a).same_as(sch.get_sref(b))
+
+
+def _decompose_below_tile(sch, rv) -> None:
+    """Initialise an accumulator once per tile: below the tile loop (the first loop, or the one
+    annotated as such below an instance loop), above any reduction chunk loop."""
+    loops = sch.get_loops(rv)
+    tiles = [p for p, lp in enumerate(loops) if TILE in (sch.get(lp).annotations or {})]
+    sch.decompose_reduction(rv, loops[(tiles[-1] if tiles else 0) + 1])
+
+
 def _tensorize_one(sch, rv, roles, shape) -> bool:
     """Split the innermost loop of each role by the MME shape and tensorize."""
     inner = _role_loops(sch, rv, roles, shape)
@@ -211,11 +410,7 @@ def _tensorize_loops(sch, rv, inner, shape) -> bool:
             parts[role] = sch.split(inner[role], [extent // size, size])
         sch.reorder(parts["i"][0], parts["j"][0], parts["k"][0], parts["i"][1], parts["j"][1],
                     parts["k"][1])
-        # Initialise the accumulator once per tile: below the tile loop (the first loop, or the
-        # one annotated as such below an instance loop), above any K chunk loop.
-        loops = sch.get_loops(rv)
-        tiles = [p for p, lp in enumerate(loops) if TILE in (sch.get(lp).annotations or {})]
-        sch.decompose_reduction(rv, loops[(tiles[-1] if tiles else 0) + 1])
+        _decompose_below_tile(sch, rv)
         sch.tensorize(parts["i"][1], register_matrix_intrin(shape))
         return True
     except (s_tir.ScheduleError, ValueError, RuntimeError) as err:

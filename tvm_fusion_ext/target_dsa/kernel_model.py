@@ -7,7 +7,8 @@ A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1,
   scopes) in a core's LB;
 * a leaf block whose body copies one buffer into another of a different level is a DMA transfer;
   every other leaf block is compute, mapped to a unit kind: ``matrix`` for a call of the matrix
-  intrinsic (:mod:`.intrinsics`), ``vmac`` for a multiply-accumulate update, ``vector`` otherwise;
+  intrinsic (:mod:`.intrinsics`; its ``calls`` count the instructions), ``vmac`` for a
+  multiply-accumulate update, ``vector`` otherwise;
   compute that reads or writes DDR / GB directly carries those bytes as its ``direct`` accesses;
 * the events of one tile keep program order, each listing in ``deps`` the earlier events it must
   follow (a read or write after another event's write, a write after its read, through the
@@ -292,7 +293,8 @@ class _Walker:
         matrix = _matrix_call(body)
         if matrix is not None:
             m, n, k = matrix
-            phase.add({"kind": "compute", "unit_kind": "matrix", "ops": trip * m * n * k}, reads, writes)
+            phase.add({"kind": "compute", "unit_kind": "matrix", "ops": trip * m * n * k,
+                       "calls": trip}, reads, writes)
             return
         # After LowerInitBlock a reduction body is [if (first) init; update]: model the update.
         last = _seq(body)[-1]

@@ -39,7 +39,7 @@ from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_red
 from ..tir_passes.unchecked import unchecked_primitives
 from .instance_schedule import bar_candidates, bar_plans, schedule_subgraph, schedule_subgraph_from
 from .instance_staging import Unsupported
-from .intrinsics import loop_iter_types, tensorize_contractions
+from .intrinsics import conv_columns, conv_operands, loop_iter_types, tensorize_contractions
 from .kernel_model import CORES, DOUBLE_BUFFER, TILE, indexed_by_data, kernel_model, level_of, total_ops
 from .simulator import fits, kernel_cycles
 from .spec import DSASpec
@@ -183,10 +183,64 @@ def _default_decisions(func: tirx.PrimFunc, spec: DSASpec) -> Decisions:
                 found = _search(func, spec, [tile], [chunk], require_fit=True)
                 if found is not None:
                     return found
+    conv = conv_tiling(func, spec)
+    if conv is not None:
+        found = _search_conv(func, spec, shape, conv, [k_extent, *all_chunks])
+        if found is not None:
+            return found
     found = _search(func, spec, tiles, chunks, require_fit=False)
     if found is None:
         raise Decline("no tile shape recomputes nothing")
     return found
+
+
+def conv_tiling(func: tirx.PrimFunc, spec: DSASpec) -> tuple[int, int, int] | None:
+    """For a kernel whose multiply-accumulate is a convolution the matrix unit can take
+    (:func:`.intrinsics.conv_operands`, :func:`.intrinsics.conv_columns`): the multiples its
+    output-channel tile and its input-channel chunk must be, and its kernel's window rows; else
+    None."""
+    if spec.matrix_shape is None:
+        return None
+    sch = new_schedule(func)
+    _inline(sch)
+    for name in block_names(sch.mod["main"]):
+        block = sch.get(sch.get_sblock(name))
+        conv = conv_operands(block) if _is_mac(block) else None
+        if conv is not None and conv_columns(conv.width, spec) is not None:
+            extents = {iv.var.name: int(iv.dom.extent) for iv in block.iter_vars}
+            return spec.matrix_shape[0], spec.matrix_shape[2], extents.get(conv.taps[0], 1)
+    return None
+
+
+def _search_conv(func, spec: DSASpec, shape: tuple[int, ...], conv: tuple[int, int, int],
+                 chunks: list[int]) -> Decisions | None:
+    """Matrix unit first for a convolution (:func:`conv_tiling`): tiles of whole output rows over
+    a multiple of the unit's rows of output channels, K chunks a multiple of its reduction, the
+    largest first among those whose estimated LB bytes fit (``chunks``: the whole reduction first,
+    then its divisors)."""
+    if len(shape) != 4:
+        return None
+    rows, depth, window = conv
+    _, channels, height, width = shape
+    tiles = sorted(((1, tc, th, width) for tc in divisors(channels) if tc % rows == 0
+                    for th in divisors(height)), key=lambda t: (-math.prod(t), t))
+    conv_chunks = [c for c in chunks if c % depth == 0]
+    for tile in tiles:
+        for chunk in conv_chunks:
+            if _conv_estimate(tile, chunk, window) > spec.lb_bytes:
+                continue
+            found = _search(func, spec, [tile], [chunk if chunk < chunks[0] else None],
+                            require_fit=True)
+            if found is not None:
+                return found
+    return None
+
+
+def _conv_estimate(tile: tuple[int, ...], chunk: int, window: int) -> int:
+    """Lower bound of a float32 convolution tile's LB bytes: accumulator and output tile, and the
+    double-buffered input rows (with the window's halo) and weight chunks."""
+    _, tc, th, tw = tile
+    return 4 * (2 * tc * th * tw + 2 * (chunk * (th + window - 1) * tw + tc * chunk * window * window))
 
 
 def _gemm_estimate(tile: tuple[int, ...], chunk: int) -> int:

@@ -11,8 +11,10 @@ each core runs ``n = ceil(T / P)`` tiles. One tile's events cost:
   ``r = min(rate(src), rate(dst))``; ``rate(ddr) = ddr_bw / A`` (DDR shared by the active cores),
   ``rate(gb) = gb_bw / min(A, cores_per_cluster)`` (GB shared within a cluster), ``rate(lb) = lb_bw``;
   a DMA towards a faster level (DDR -> GB -> LB) is a *load*, the other way a *store*;
-* compute of ``N`` operations on unit ``U``: ``ceil(N / U.ops_per_cycle)``, plus for each *direct*
-  access of ``B`` bytes to DDR/GB by the unit ``ceil(B / rate(level))`` (the unit stalls).
+* compute of ``N`` operations on unit ``U``: ``ceil(N / U.ops_per_cycle)`` - on a matrix unit at
+  least ``ceil(M * N * K / U.ops_per_cycle)`` per instruction (``calls``), partly filled or not -,
+  plus for each *direct* access of ``B`` bytes to DDR/GB by the unit ``ceil(B / rate(level))``
+  (the unit stalls).
 
 Each event goes to a queue (GraphTurbo section 4.4, Fig. 13: DMA and the compute units run
 side by side): ``dma_in`` for loads, ``dma_out`` for stores (one ``dma_in`` queue for both on a
@@ -88,7 +90,7 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
                 tile_bytes[event["movement"]] += nbytes
         elif kind == "compute":
             unit = spec.unit_for(event["unit_kind"])
-            own = math.ceil(Fraction(int(event["ops"]), unit.ops_per_cycle))
+            own = _compute_cycles(event, unit)
             unit_cycles[unit.name] += own
             cycles = own
             for level, nbytes in event.get("direct", {}).items():
@@ -112,6 +114,17 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
     if traffic is not None:
         for key, value in tile_bytes.items():
             traffic[key] = traffic.get(key, 0) + repeat * tiles * value
+    return cycles
+
+
+def _compute_cycles(event: dict, unit) -> int:
+    """Cycles of a compute event on ``unit``: its operations at the unit's rate, and at least one
+    full instruction per matrix-unit call (``calls``), however few of the instruction's rows,
+    columns or reduction steps it uses."""
+    cycles = math.ceil(Fraction(int(event["ops"]), unit.ops_per_cycle))
+    if unit.matrix_shape is not None and "calls" in event:
+        per_call = math.ceil(Fraction(math.prod(unit.matrix_shape), unit.ops_per_cycle))
+        cycles = max(cycles, int(event["calls"]) * per_call)
     return cycles
 
 

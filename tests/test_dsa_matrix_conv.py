@@ -1,0 +1,78 @@
+"""Convolutions on the DSA's matrix unit (tvm_fusion_ext/target_dsa/intrinsics.py): which blocks
+qualify, the numbers a compiled kernel gives on the host, and what an instruction costs."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax, tirx
+
+import tvm_fusion_ext  # noqa: F401
+from tvm_fusion_ext.target_dsa import profile
+from tvm_fusion_ext.target_dsa.intrinsics import conv_columns, conv_operands
+from tvm_fusion_ext.target_dsa.simulator import simulate
+from tvm_fusion_ext.target_dsa.spec import PRESETS
+from tvm_fusion_ext.testing.verify import run
+from tvm_fusion_ext.tir_passes.analysis import sblocks
+
+TARGET = "dsa/stcp920"
+STCP920 = PRESETS["stcp920"]
+
+
+def _conv_relu(shape, oc: int, kernel: int, stride: int = 1) -> tvm.IRModule:
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(shape, "float32"))
+    w = relax.Var("w", relax.TensorType((oc, shape[1], kernel, kernel), "float32"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, w, strides=stride,
+                                                             padding=kernel // 2)))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _conv_block(mod: tvm.IRModule):
+    legalized = relax.transform.LegalizeOps()(mod)
+    func = next(f for _, f in legalized.functions_items() if isinstance(f, tirx.PrimFunc))
+    return next(b for b in sblocks(func) if b.name_hint.startswith("conv2d"))
+
+
+def test_stride_one_convolutions_qualify_and_strided_ones_do_not():
+    conv = conv_operands(_conv_block(_conv_relu((2, 32, 14, 14), 48, 3)))
+    assert conv is not None and conv.swapped  # TOPI multiplies the input by the weight
+    assert (conv.data, conv.weight, conv.width) == ("pad_temp", "w", 14)
+    assert len({conv.rows, conv.columns, conv.reduction, *conv.taps}) == 5
+    assert conv_operands(_conv_block(_conv_relu((2, 32, 14, 14), 48, 3, stride=2))) is None
+    # The columns: the largest divisor of the row width the 16-wide unit holds, while the unit
+    # over that many columns still outruns the 64-wide VME (256 * n / 16 > 64: n > 4).
+    assert [conv_columns(w, STCP920) for w in (56, 28, 7, 32, 13, 4)] == [14, 14, 7, 16, 13, None]
+
+
+def _compiled(mod, fusion):
+    return tvm.compile(mod, target=tvm.target.Target(TARGET), relax_pipeline=f"tvm_fusion_ext.{fusion}")
+
+
+@pytest.mark.parametrize("fusion,kernel", [("graphturbo", 3), ("graphturbo", 1), ("stock", 1)])
+def test_a_convolution_on_the_matrix_unit_computes_the_reference(fusion, kernel):
+    # 64 output channels of 56 x 56 maps: 16 channels of whole maps take 200 KB, so the kernel
+    # tiles rows too to give the matrix unit tiles of 16 channels (GraphTurbo section 4.1).
+    mod = _conv_relu((1, 64, 56, 56), 64, kernel)
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, [int(d) for d in p.ty.shape]).astype("float32")
+              for p in mod["main"].params]
+    expected = run(tvm.compile(mod, target="llvm"), inputs)[0]
+    ex = _compiled(mod, fusion)
+    np.testing.assert_allclose(run(ex, inputs)[0], expected, rtol=1e-4, atol=1e-4)
+    busy = profile(ex, inputs, TARGET)["unit_busy"]
+    assert busy["mme"] > 0 and busy["vme"] == 0
+
+
+def test_a_matrix_instruction_over_fewer_columns_costs_a_whole_one():
+    # 10 calls of 16 x 14 x 16 (rows 56 wide): 35840 MACs, 140 cycles at 256 per cycle, but each
+    # call is one 16 x 16 x 16 instruction of 16 cycles: 160.
+    event = {"kind": "compute", "unit_kind": "matrix", "ops": 10 * 16 * 14 * 16, "calls": 10}
+    model = {"name": "k", "buffers": {"ddr": 0, "gb": 0, "lb": 0}, "phases": [
+        {"instances": 1, "cores": 1, "double_buffer": False, "events": [event]}]}
+    prof = simulate({"k": model}, ["k"], STCP920)
+    assert prof["cycles"] == STCP920.launch_cycles + 160
+    assert prof["unit_busy"]["mme"] == 160
