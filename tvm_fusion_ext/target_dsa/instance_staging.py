@@ -93,6 +93,9 @@ ROW_TILED_LOOPS = 3
 CLUSTER_LOOP = "cluster"
 # structural hash -> (function, the function after _inline_elementwise)
 _INLINED: dict = {}
+# (layer block, its loops, double buffering, spec) -> :func:`_ranked_layer_tiles`: the kernel
+# generator stages a layer in many candidate kernels (instance counts, Fig. 15's bars).
+_RANKED_TILES: dict = {}
 
 
 class Unsupported(Exception):
@@ -400,13 +403,17 @@ class _LoopNest:
 
     def ranked(self, cost) -> list[dict[str, int]]:
         """The feasible tiles (``cost`` not None), cheapest first."""
+        return [item[-1] for item in self.scored(cost)]
+
+    def scored(self, cost) -> list[tuple]:
+        """``(cost, -tile elements, tile sizes, tile)`` of the feasible tiles, cheapest first."""
         scored = []
         for sizes in self.choices():
             tile = dict(zip(self.tiled, sizes))
             value = cost(tile)
             if value is not None:
                 scored.append((value, -math.prod(sizes), sizes, tile))
-        return [item[-1] for item in sorted(scored, key=lambda item: item[:3])]
+        return sorted(scored, key=lambda item: item[:3])
 
     def split(self, tile: dict[str, int], keep_spatial: bool = False) -> tuple[list, list]:
         """Split the tiled loops by ``tile`` (spatial loops even when whole with
@@ -864,18 +871,23 @@ def _ranked_layer_tiles(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, doub
     anchor): a tile of whole feature maps holds few channels in LB, and every tile along the
     channels loads the whole input again; a band of rows (its halo included) lets one tile hold
     more channels. Further spatial loops are tiled only while no tile fits LB."""
+    key = (tvm_ffi.structural_hash(loops.block), tuple(
+        (v, loops.extent[v], loops.feeds.get(v)) for v in loops.order), double, spec)
+    if key in _RANKED_TILES:
+        return _RANKED_TILES[key]
     ranked: list[tuple[float, int, int, dict[str, int]]] = []
     outer = len(loops.spatial)
     while True:
-        cost = _layer_cost(loops, spec, double)
-        ranked += [(cost(tile), -math.prod(tile.values()), outer, tile) for tile in loops.ranked(cost)]
+        ranked += [(value, size, outer, tile) for value, size, _, tile in
+                   loops.scored(_layer_cost(loops, spec, double))]
         if loops.matrix is not None or outer >= loops.spatial_loops or (
                 ranked and outer >= ROW_TILED_LOOPS):
             break
         outer += 1
         loops = _LoopNest(sch, rv, depth, spec, outer=outer)
     ranked.sort(key=lambda item: item[:3])
-    return [(outer, tile) for _, _, outer, tile in ranked]
+    _RANKED_TILES[key] = [(outer, tile) for _, _, outer, tile in ranked]
+    return _RANKED_TILES[key]
 
 
 def _tiled(sch: s_tir.Schedule, rv) -> bool:
