@@ -165,7 +165,7 @@ def tensorize_func(func: tirx.PrimFunc, spec: DSASpec, loop_var=None,
 
     for name in [r.block.name_hint for r in realizes
                  if _gemm_roles_of(r) is not None or conv_operands(r.block) is not None]:
-        staged.stage([name], attempt)
+        staged.stage([name], attempt, local=True)
     return staged.func
 
 

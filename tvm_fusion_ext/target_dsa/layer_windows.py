@@ -19,6 +19,8 @@ keeps only
 * every statement writing a buffer one of these touches (a consumer moved into a layer's tile,
   such as an epilogue, keeps all its producers: ``reverse_compute_at`` checks them),
 
+(a *local* step, one that changes only its own statements and the LB buffers they touch, such
+as a tensorization, keeps only its statements and the others touching those LB buffers)
 and one placeholder per run of the statements left out, so every kept statement keeps its
 position (TVM inserts cache stages by position in the sequence). The staged window is spliced
 back: its sequence, each placeholder replaced by its run, becomes the layers' sequence; its root
@@ -98,13 +100,15 @@ class LayerWindows:
             self._func = self._assemble(_nest(self.root, self.index, self.layers), self.allocs)
         return self._func
 
-    def stage(self, names: list[str], step) -> None:
+    def stage(self, names: list[str], step, local: bool = False) -> None:
         """Run ``step(sch, rvs, whole)`` on a schedule holding the blocks ``names`` (``rvs``, in
         that order; ``whole`` says whether ``sch`` holds the whole function); it returns the
-        staged schedule, or None to leave the function as it is."""
+        staged schedule, or None to leave the function as it is. A ``local`` step changes only
+        the statements holding its blocks and the LB buffers they touch (a tensorization): its
+        window keeps those statements and the others touching those LB buffers."""
         if self.windows:
             try:
-                if self._in_window(names, step):
+                if self._in_window(names, step, local):
                     return
             except Exception as err:  # noqa: BLE001 - the whole function raises it again, or not
                 _LOG.debug("window of %s: %s; staged on the whole function", names, err)
@@ -134,7 +138,7 @@ class LayerWindows:
             s_tir.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, _seq(root),
                          block.init, allocs, block.match_buffers, block.annotations)))
 
-    def _in_window(self, names: list[str], step) -> bool:
+    def _in_window(self, names: list[str], step, local: bool = False) -> bool:
         """Whether ``step`` was staged on a window and spliced into the function."""
         layers = self.layers
         wanted = set(names)
@@ -143,9 +147,14 @@ class LayerWindows:
         if not targets:
             return False
         near = frozenset().union(*(touch[i][1] for i in targets))
-        first = [i for i, t in enumerate(touch) if t[1] & near]
-        far = frozenset().union(*(touch[i][1] for i in first))
-        kept = set(first) | {i for i, t in enumerate(touch) if t[2] & far}
+        if local:
+            near &= frozenset(b.name for b in self.allocs if b.scope().startswith("local"))
+            far = near
+            kept = set(targets) | {i for i, t in enumerate(touch) if t[1] & near}
+        else:
+            first = [i for i, t in enumerate(touch) if t[1] & near]
+            far = frozenset().union(*(touch[i][1] for i in first))
+            kept = set(first) | {i for i, t in enumerate(touch) if t[2] & far}
         window_layers, k = [], 0
         while k < len(layers):  # each run of statements left out is one placeholder
             if k in kept:
