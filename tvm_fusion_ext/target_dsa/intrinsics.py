@@ -58,25 +58,12 @@ def register_matrix_intrin(shape: tuple[int, int, int], swapped: bool = False) -
         B = T.match_buffer(b, (k, n), "float32", offset_factor=1, scope=LB)
         C = T.match_buffer(c, (m, n), "float32", offset_factor=1, scope=LB)
         with T.sblock("root"):
-            T.reads(C[0:m, 0:n], A[0:m, 0:k], B[0:k, 0:n])
+            T.reads(C[0:m, 0:n], *((B[0:k, 0:n], A[0:m, 0:k]) if swapped else (A[0:m, 0:k], B[0:k, 0:n])))
             T.writes(C[0:m, 0:n])
             for i, j, r in T.grid(m, n, k):
                 with T.sblock("update"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, r])
-                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-
-    @T.prim_func(s_tir=True)
-    def desc_swapped(a: T.handle, b: T.handle, c: T.handle):
-        A = T.match_buffer(a, (m, k), "float32", offset_factor=1, scope=LB)
-        B = T.match_buffer(b, (k, n), "float32", offset_factor=1, scope=LB)
-        C = T.match_buffer(c, (m, n), "float32", offset_factor=1, scope=LB)
-        with T.sblock("root"):
-            T.reads(C[0:m, 0:n], B[0:k, 0:n], A[0:m, 0:k])
-            T.writes(C[0:m, 0:n])
-            for i, j, r in T.grid(m, n, k):
-                with T.sblock("update"):
-                    vi, vj, vk = T.axis.remap("SSR", [i, j, r])
-                    C[vi, vj] = C[vi, vj] + B[vk, vj] * A[vi, vk]
+                    C[vi, vj] = C[vi, vj] + (B[vk, vj] * A[vi, vk] if swapped else A[vi, vk] * B[vk, vj])
 
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle):
@@ -97,7 +84,7 @@ def register_matrix_intrin(shape: tuple[int, int, int], swapped: bool = False) -
                                      T.Cast("int32", lda), T.Cast("int32", ldb),
                                      m, n, k))
 
-    s_tir.TensorIntrin.register(name, desc_swapped if swapped else desc, impl, override=True)
+    s_tir.TensorIntrin.register(name, desc, impl, override=True)
     _REGISTERED.add(name)
     return name
 
