@@ -656,3 +656,22 @@ def test_staging_schedules_render_their_errors_only_when_debugging(caplog):
     with caplog.at_level(logging.DEBUG, logger="tvm_fusion_ext.target_dsa"):
         detailed = failure()
     assert 'sblock("mm")' in detailed and 'sblock("mm")' not in quiet
+
+
+def test_a_declined_kernel_of_several_anchors_is_not_staged_per_kernel(monkeypatch):
+    """The per-kernel staging tiles one anchor and recomputes the others' producers per tile:
+    a planned kernel of two GEMMs the generator declines is declined (the judge splits it)
+    without staging it per kernel, while a declined kernel of one anchor falls back to it."""
+    from tvm_fusion_ext.target_dsa import schedule
+
+    two = _two_layer_mlp(64, 32, 32)
+    plan = SubgraphPlan(0, 4, (8, 1), (64, 32), options=VARIANTS["gb"]).to_json()
+    monkeypatch.setattr(schedule, "subgraph_kernel", lambda *args: None)
+    staged = []
+    original = schedule.staged_kernel
+    monkeypatch.setattr(schedule, "staged_kernel", lambda f, s: staged.append(f) or original(f, s))
+    assert schedule.anchors(two) == 2 and schedule.anchors(mlp) == 1
+    assert schedule.schedule_kernel(two, SPEC, plan) == (None, "declined")
+    assert staged == []
+    kernel, kind = schedule.schedule_kernel(mlp, SPEC, plan)
+    assert kind == "scheduled" and kernel is not None and len(staged) == 1

@@ -296,7 +296,7 @@ class DSASchedule:
     A PrimFunc the ``graphturbo`` strategies planned (module attribute ``graphturbo.plans``) gets
     GraphTurbo's kernel generation instead (:mod:`.instance_staging`: instances bound to cores,
     buffer stitching, weight promotion; chosen by :mod:`.instance_schedule`), or this per-kernel
-    staging if that declines or, for a kernel of one anchor, simulates faster
+    staging if, for a kernel of one anchor, that declines or this simulates faster
     (:func:`_staging_is_faster`); :func:`schedule_kernel` makes that choice per PrimFunc, on
     ``jobs`` worker processes (:func:`schedule_kernels`; None: :func:`.workers.worker_count`).
     ``stats`` counts scheduled, declined and ``graphturbo`` functions.
@@ -328,8 +328,10 @@ def schedule_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str | None = 
     """The kernel :class:`DSASchedule` makes of ``func`` and how (``"graphturbo"``,
     ``"scheduled"`` or ``"declined"``, when it runs unstaged: None). With a GraphTurbo plan, the
     kernel generator's (:func:`subgraph_kernel`) unless it declines or, for a kernel of one anchor,
-    :func:`_staging_is_faster`; else the staging schedule of :func:`default_decisions`.
-    Schedule primitives run without their Python argument checks
+    :func:`_staging_is_faster`; else the staging schedule of :func:`default_decisions`. A planned
+    kernel of several :func:`anchors` that the generator declines is declined too: the staging
+    schedule would recompute its producers per tile, and the partitioner's judge splits it
+    (``partitioners/graphturbo/partitioner.py``). Schedule primitives run without their Python argument checks
     (:func:`~tvm_fusion_ext.tir_passes.unchecked.unchecked_primitives`): the kernel generator
     stages hundreds of candidates per sub-graph."""
     with unchecked_primitives():
@@ -341,6 +343,8 @@ def _schedule_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str | None
     """:func:`schedule_kernel` with the primitives as they are."""
     if plan_json is not None:
         staged = subgraph_kernel(func, spec, plan_json)
+        if staged is None and anchors(func) > 1:
+            return None, "declined"
         if staged is not None and not _staging_is_faster(func, spec, staged):
             return staged, "graphturbo"
     try:
@@ -438,14 +442,20 @@ def _staging_is_faster(func: tirx.PrimFunc, spec: DSASpec, staged: tirx.PrimFunc
     implementations of a sub-graph (section 4); the per-kernel staging is one more, so a planned
     kernel is never slower than the staging schedule of the same PrimFunc. Only a kernel of one
     anchor (a reduction block) is compared: the staging schedule tiles one anchor and computes
-    every other block in its tile, recomputing a multi-anchor sub-graph's producers per tile."""
-    if sum(is_reduction(block) for block in sblocks(func)) > 1:
+    every other block in its tile (:func:`anchors`)."""
+    if anchors(func) > 1:
         return False
     try:
         _, cycles = staged_kernel(func, spec)
     except (Decline, s_tir.ScheduleError, ValueError, RuntimeError):
         return False
     return cycles < kernel_cycles(kernel_model(staged), spec)
+
+
+def anchors(func: tirx.PrimFunc) -> int:
+    """The anchor ops (reduction blocks) of a kernel. The staging schedule tiles one anchor and
+    computes every other block in its tile, recomputing the producers of the others per tile."""
+    return sum(is_reduction(block) for block in sblocks(func))
 
 
 def subgraph_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str) -> tirx.PrimFunc | None:
