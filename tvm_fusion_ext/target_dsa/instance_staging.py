@@ -53,6 +53,7 @@ from .kernel_model import (
     MOVEMENT,
     TILE,
     gb_slices,
+    index_select,
     kernel_model,
     level_of,
     read_in_place,
@@ -870,7 +871,10 @@ def _ranked_layer_tiles(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, doub
     outermost spatial loops (images, channels) its rows are tiled too (section 4.1's tiling of an
     anchor): a tile of whole feature maps holds few channels in LB, and every tile along the
     channels loads the whole input again; a band of rows (its halo included) lets one tile hold
-    more channels. Further spatial loops are tiled only while no tile fits LB."""
+    more channels. Further spatial loops are tiled only while no tile fits LB, or for a
+    concatenation (:func:`_concatenates`): its tile loads every input's slice of the concatenated
+    axis (TVM's regions are not narrowed by the select), so only a tile of the whole axis loads
+    each input once, and such a tile fits LB with fewer rows and columns."""
     key = (tvm_ffi.structural_hash(loops.block), tuple(
         (v, loops.extent[v], loops.feeds.get(v)) for v in loops.order), double, spec)
     if key in _RANKED_TILES:
@@ -881,13 +885,22 @@ def _ranked_layer_tiles(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, doub
         ranked += [(value, size, outer, tile) for value, size, _, tile in
                    loops.scored(_layer_cost(loops, spec, double))]
         if loops.matrix is not None or outer >= loops.spatial_loops or (
-                ranked and outer >= ROW_TILED_LOOPS):
+                ranked and outer >= ROW_TILED_LOOPS and not _concatenates(loops.block)):
             break
         outer += 1
         loops = _LoopNest(sch, rv, depth, spec, outer=outer)
     ranked.sort(key=lambda item: item[:3])
     _RANKED_TILES[key] = [(outer, tile) for _, _, outer, tile in ranked]
     return _RANKED_TILES[key]
+
+
+def _concatenates(block: s_tir.SBlock) -> bool:
+    """Whether ``block`` picks each element from one of several inputs by its position
+    (:func:`.kernel_model.index_select`): a concatenation, possibly with element-wise ops inlined."""
+    selects: list = []
+    tvm_ffi.structural_walk(block.body, [(tvm.ir.Call, selects.append), (tirx.Select, selects.append)])
+    inputs = {region.source.name for region in block.reads} - {r.source.name for r in block.writes}
+    return len(inputs) > 1 and any(index_select(expr) is not None for expr in selects)
 
 
 def _tiled(sch: s_tir.Schedule, rv) -> bool:

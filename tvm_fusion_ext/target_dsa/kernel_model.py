@@ -387,10 +387,10 @@ def _count_ops(store) -> tuple[int, bool]:
 
 def _value_ops(expr) -> int:
     """Operations on values; index arithmetic inside loads is address generation, not counted,
-    and so is a select on indices alone (:func:`_index_select`): it picks the source of a move."""
+    and so is a select on indices alone (:func:`index_select`): it picks the source of a move."""
     if isinstance(expr, tvm.ir.TensorLoad):
         return 0
-    branches = _index_select(expr)
+    branches = index_select(expr)
     if branches is not None:
         return sum(_value_ops(b) for b in branches)
     own = 1 if isinstance(expr, (*_ARITH, tvm.ir.Call)) else 0
@@ -409,7 +409,7 @@ def _value_ops(expr) -> int:
     return own + sum(_value_ops(c) for c in children if isinstance(c, tvm.ir.Expr))
 
 
-def _index_select(expr) -> tuple | None:
+def index_select(expr) -> tuple | None:
     """The two branches of a select (``Select`` or ``if_then_else``) whose condition reads no
     buffer, else None. Such a select chooses where an element comes from by its position, as
     concatenation and padding do (GraphTurbo section 3.5 counts concat as data movement): the
