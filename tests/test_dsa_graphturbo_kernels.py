@@ -675,3 +675,38 @@ def test_a_declined_kernel_of_several_anchors_is_not_staged_per_kernel(monkeypat
     assert staged == []
     kernel, kind = schedule.schedule_kernel(mlp, SPEC, plan)
     assert kind == "scheduled" and kernel is not None and len(staged) == 1
+
+
+@T.prim_func(s_tir=True)
+def concat_relu(a: T.Buffer((2, 64, 4, 64), "float32"), b: T.Buffer((2, 64, 4, 64), "float32"),
+                c: T.Buffer((2, 64, 4, 64), "float32"), d: T.Buffer((2, 64, 4, 64), "float32"),
+                y: T.Buffer((2, 256, 4, 64), "float32")):
+    cat = T.sblock_alloc_buffer((2, 256, 4, 64))
+    for n, ch, h, w in T.grid(2, 256, 4, 64):
+        with T.sblock("T_concat"):
+            vn, vc, vh, vw = T.axis.remap("SSSS", [n, ch, h, w])
+            cat[vn, vc, vh, vw] = T.if_then_else(192 <= vc, d[vn, vc - 192, vh, vw], T.if_then_else(
+                128 <= vc, c[vn, vc - 128, vh, vw], T.if_then_else(
+                    64 <= vc, b[vn, vc - 64, vh, vw], a[vn, vc, vh, vw])))
+    for n, ch, h, w in T.grid(2, 256, 4, 64):
+        with T.sblock("relu"):
+            vn, vc, vh, vw = T.axis.remap("SSSS", [n, ch, h, w])
+            y[vn, vc, vh, vw] = T.max(cat[vn, vc, vh, vw], T.float32(0))
+
+
+def test_a_concatenation_is_tiled_along_its_whole_axis_and_loads_each_input_once():
+    """A concatenation's tile loads every input's slice of the concatenated axis (TVM's regions
+    are not narrowed by the select), so a tile of some of its 256 channels would load all four
+    inputs per tile. One row of all channels (64 KB in, 64 KB out) exceeds LB, so the layer form
+    also tiles the columns and keeps the whole axis: each input leaves DDR once."""
+    plan = SubgraphPlan(dim=0, instances=1, binding=(1, 1, 1, 1), output_shape=(2, 256, 4, 64),
+                        options=VARIANTS["gb"])
+    staged = search.schedule_subgraph(concat_relu, SPEC, plan)
+    assert staged.fits and staged.form == "layers"
+    loaded = {}
+    for phase in staged.model["phases"]:
+        for event in phase["events"]:
+            if event["kind"] == "dma" and event["src"] == "ddr":
+                count = phase["instances"] * phase.get("repeat", 1)
+                loaded[event["tensor"]] = loaded.get(event["tensor"], 0) + count * event["bytes"]
+    assert loaded == dict.fromkeys("abcd", 2 * 64 * 4 * 64 * 4)

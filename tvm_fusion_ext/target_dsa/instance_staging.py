@@ -58,6 +58,7 @@ from .kernel_model import (
     level_of,
     read_in_place,
     sliced_scope,
+    tvm_ffi_walk,
 )
 from .layer_windows import LayerWindows, WindowTooSmall
 from .simulator import kernel_cycles
@@ -895,12 +896,22 @@ def _ranked_layer_tiles(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, doub
 
 
 def _concatenates(block: s_tir.SBlock) -> bool:
-    """Whether ``block`` picks each element from one of several inputs by its position
-    (:func:`.kernel_model.index_select`): a concatenation, possibly with element-wise ops inlined."""
+    """Whether ``block`` picks each element from one of two inputs by its position
+    (:func:`.kernel_model.index_select` with a load in both branches; a padding's other branch is
+    a constant): a concatenation, possibly with element-wise ops inlined."""
     selects: list = []
     tvm_ffi.structural_walk(block.body, [(tvm.ir.Call, selects.append), (tirx.Select, selects.append)])
-    inputs = {region.source.name for region in block.reads} - {r.source.name for r in block.writes}
-    return len(inputs) > 1 and any(index_select(expr) is not None for expr in selects)
+    for expr in selects:
+        branches = index_select(expr)
+        if branches is not None and all(_loads(branch) for branch in branches):
+            return True
+    return False
+
+
+def _loads(expr) -> list:
+    loads: list = []
+    tvm_ffi_walk(expr, tvm.ir.TensorLoad, loads)
+    return loads
 
 
 def _tiled(sch: s_tir.Schedule, rv) -> bool:
