@@ -56,9 +56,9 @@ from .kernel_model import (
     index_select,
     kernel_model,
     level_of,
+    loaded_buffers,
     read_in_place,
     sliced_scope,
-    tvm_ffi_walk,
 )
 from .layer_windows import LayerWindows, WindowTooSmall
 from .simulator import kernel_cycles
@@ -903,15 +903,9 @@ def _concatenates(block: s_tir.SBlock) -> bool:
     tvm_ffi.structural_walk(block.body, [(tvm.ir.Call, selects.append), (tirx.Select, selects.append)])
     for expr in selects:
         branches = index_select(expr)
-        if branches is not None and all(_loads(branch) for branch in branches):
+        if branches is not None and all(loaded_buffers(branch) for branch in branches):
             return True
     return False
-
-
-def _loads(expr) -> list:
-    loads: list = []
-    tvm_ffi_walk(expr, tvm.ir.TensorLoad, loads)
-    return loads
 
 
 def _tiled(sch: s_tir.Schedule, rv) -> bool:

@@ -318,7 +318,7 @@ class _Walker:
         ops, mac = _count_ops(store)
         event = {"kind": "compute", "unit_kind": "vmac" if mac else "vector", "ops": trip * max(ops, 1)}
         direct: dict[str, int] = defaultdict(int)
-        for buf in [store.buffer, *_loaded_buffers(value)]:
+        for buf in [store.buffer, *loaded_buffers(value)]:
             level = level_of(buf.scope())
             if level != "lb":
                 direct[level] += trip * elem_bytes(buf)
@@ -421,10 +421,11 @@ def index_select(expr) -> tuple | None:
         condition, branches = expr.args[0], (expr.args[1], expr.args[2])
     else:
         return None
-    return None if _loaded_buffers(condition) else branches
+    return None if loaded_buffers(condition) else branches
 
 
-def _loaded_buffers(expr) -> list:
+def loaded_buffers(expr) -> list:
+    """The buffers ``expr`` loads from, once per load."""
     loads = []
     tvm_ffi_walk(expr, tvm.ir.TensorLoad, loads)
     return [load.source for load in loads]

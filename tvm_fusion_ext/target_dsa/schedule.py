@@ -331,8 +331,8 @@ def schedule_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str | None = 
     :func:`_staging_is_faster`; else the staging schedule of :func:`default_decisions`. A planned
     kernel of several :func:`anchors` that the generator declines is declined too: the staging
     schedule would recompute its producers per tile, and the partitioner's judge splits it
-    (``partitioners/graphturbo/partitioner.py``). Schedule primitives run without their Python argument checks
-    (:func:`~tvm_fusion_ext.tir_passes.unchecked.unchecked_primitives`): the kernel generator
+    (``partitioners/graphturbo/partitioner.py``). Schedule primitives run without their Python
+    argument checks (:func:`~tvm_fusion_ext.tir_passes.unchecked.unchecked_primitives`): the kernel generator
     stages hundreds of candidates per sub-graph."""
     with unchecked_primitives():
         return _schedule_kernel(func, spec, plan_json)
