@@ -25,7 +25,7 @@ from tvm_fusion_ext.partitioners.graphturbo import (
 )
 from tvm_fusion_ext.partitioners.graphturbo.dim_maps import split_maps
 from tvm_fusion_ext.partitioners.graphturbo.grouping import Grouping
-from tvm_fusion_ext.partitioners.graphturbo.partitioner import chain_splits, chains
+from tvm_fusion_ext.partitioners.graphturbo.partitioner import chain_splits, chains, plan
 from tvm_fusion_ext.partitioners.graphturbo.split_info import recompute_ratio
 
 F32 = 4
@@ -238,6 +238,56 @@ def test_a_layer_without_splitinfo_still_fuses_its_epilogue():
     g = b.graph()
     tiny = group_subgraphs(g, 1 << 10)
     assert tiny.groups == [[0], [1, 2, 3], [4]] and tiny.best == [None, None, None]
+
+
+def _inverted_residual():
+    """An inverted residual block (expand 1x1, ReLU, 3x3 depthwise, ReLU, project 1x1), a pooling
+    and a small classifier on [8, 16, 32, 32] images."""
+    b = _Builder()
+    x = b.add("x", (8, 16, 32, 32), fusible=False)
+    expand = b.add("expand", (8, 64, 32, 32), [x], contracted=frozenset({1}), anchor=True)
+    dw = b.add("dw", (8, 64, 32, 32), [b.add("relu", (8, 64, 32, 32), [expand])],
+               window={2: 2, 3: 2}, anchor=True)
+    project = b.add("project", (8, 16, 32, 32), [b.add("relu2", (8, 64, 32, 32), [dw])],
+                    contracted=frozenset({1}), anchor=True)
+    pool = b.add("pool", (8, 16, 1, 1), [project], contracted=frozenset({2, 3}), anchor=True)
+    b.add("fc", (8, 4, 1, 1), [pool], contracted=frozenset({1}), anchor=True)
+    b.ops[-1].is_output = True
+    return b.graph()
+
+
+def test_sgs_no_split_of_which_fits_lb_are_grouped_against_gb():
+    """Section 3.6: where LB cannot hold a split of an SG, GB takes its place. An inverted
+    residual block (expand 1x1, ReLU, 3x3 depthwise, ReLU, project 1x1) and a pooling, none of
+    whose splits fits a 1 KB LB, keep only their layers' epilogues without a GB; against a 3 MB
+    GB rules (i) and (ii) compare the splitting factors Algorithm 1 gives for GB: the expanded
+    layers merge (factors 1, 2, 2, 2), the projection, whose factor (1) is below theirs, starts
+    the next SG (rule (i)'s down-sampling guard), and the small classifier, whose split fits LB,
+    merges with none of them."""
+    g = _inverted_residual()
+    alone = group_subgraphs(g, lb_bytes=1 << 10)
+    assert alone.groups == [[0], [1, 2], [3, 4], [5], [6], [7]]
+    gb = group_subgraphs(g, lb_bytes=1 << 10, gb_bytes=3 << 20)
+    assert gb.groups == [[0], [1, 2, 3, 4], [5, 6], [7]]
+    assert gb.best[:3] == [None, None, None] and gb.best[3] is not None  # LB splits only
+
+
+def test_a_chain_of_sgs_grouped_against_gb_is_one_kernel_of_one_planned_instance():
+    """The two SGs grouped against GB above form a straight chain whose GB splits line up along
+    the images, so they run as one kernel (Fig. 3(b)'s depth-first order, its instances sized for
+    GB, section 3.6); its plan keeps one instance (the kernel generator picks the instance count)
+    and the LB instances Algorithm 3 orders are those without the chain. Without a GB the SGs
+    have nothing to chain by."""
+    g = _inverted_residual()
+    grouping = group_subgraphs(g, lb_bytes=1 << 10, gb_bytes=3 << 20)
+    assert chains(g, grouping) == [[0], [1, 2], [3]]
+    assert chain_splits(g, grouping, [[0], [1, 2], [3]]) == grouping.best
+    names = [op.name for op in g.ops]
+    block = plan(g, grouping, 8, names, chain=True)
+    assert block.chains == [[0], [1, 2], [3]]
+    kernel = block.kernels[tuple(names[1:7])]
+    assert (kernel.instances, kernel.output_shape) == (1, (8, 16, 1, 1))
+    assert chains(g, group_subgraphs(g, lb_bytes=1 << 10)) == [[sg] for sg in range(6)]
 
 
 def test_cpu_grouping_keeps_computing_ops_out_of_a_matmuls_prologue():

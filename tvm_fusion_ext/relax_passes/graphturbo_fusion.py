@@ -15,7 +15,9 @@ Hardware awareness per target (section 3.6):
   schedules one cluster's share) and an instance is bound to the ``c`` cores of its cluster
   (Algorithm 4's factors 8/4/2/1), keeping its tensors in their LBs. Algorithm 1 on one cluster's
   share against ``c`` LBs is Algorithm 1 on the whole graph against all ``d * c`` LBs, so
-  ``sizeof(LB)`` is ``num_cores * lb_bytes`` here; no cap on sub-graph size. The simulator
+  ``sizeof(LB)`` is ``num_cores * lb_bytes`` here; no cap on sub-graph size. Sub-graphs none of
+  whose splits fits LB are grouped against ``clusters * gb_bytes`` of GB instead (section 3.6;
+  :mod:`~tvm_fusion_ext.partitioners.graphturbo.grouping`). The simulator
   judges the kernels: a kernel of several anchors (an SG, or a chain of SGs) is kept only where it
   simulates in at most the cycles of its parts as kernels of their own (a chain's SGs, an SG's
   layers; :meth:`~tvm_fusion_ext.partitioners.graphturbo.GraphTurboPartitioner.judge`), each
@@ -107,7 +109,8 @@ class GraphTurboFusion:
         partitioner = GraphTurboPartitioner(lb, cores, self.max_ops, self.options,
                                             single_anchor=not dsa, chain=dsa,
                                             accept=profit.accepts if profit is not None else None,
-                                            kernel_cost=dsa_kernel_cost(spec, self.jobs) if dsa else None)
+                                            kernel_cost=dsa_kernel_cost(spec, self.jobs) if dsa else None,
+                                            gb_bytes=spec.clusters * spec.gb_bytes if dsa else None)
         out = MaterializePartition(partitioner)(mod)
         self.plans.extend(partitioner.plans)
         kernels = {key: p for block in partitioner.plans for key, p in block.kernels.items()}

@@ -12,8 +12,11 @@ An SG of element-wise ops that follows an anchor's layer (its bias, batchnorm, a
 residual add) joins it without rule (i)'s LB preconditions (``_Grouper._epilogue``): with
 ``single_anchor`` (the CPU kernel generator) always, since the CPU schedule applies it in the
 anchor's write-back; otherwise when either SG has no SplitInfo (section 1.1's layer, fused within
-itself by section 4.1). Apart from that, an SG whose SplitInfo is empty (no split fits LB) never
-merges. Merges that would create a cycle between SGs are refused, and so are merges of non-fusible
+itself by section 4.1). SGs whose SplitInfo is empty (no split fits LB) merge with each other
+only where ``gb_bytes`` is given: section 3.6 suggests GB in place of LB to schedule what LB cannot
+hold, so rules (i) and (ii) then compare the splitting factors Algorithm 1 gives against GB
+(``gb_bytes``) for SGs none of which has a split fitting LB; an SG with a split fitting LB never
+merges with one without. Merges that would create a cycle between SGs are refused, and so are merges of non-fusible
 ops; ``max_ops`` (optional) caps an SG's size, and ``single_anchor`` lets an SG hold at most one anchor op (an op with a reduction loop:
 conv, matmul, reduction), for code generators that tile one anchor per kernel (the CPU default
 schedule, section 4.1). ``accept`` (optional) has the last word on every merge the rules allow:
@@ -39,35 +42,51 @@ SubgraphCheck = Callable[[list[frozenset[int]]], bool]
 
 @dataclass
 class Grouping:
-    """Result of Algorithm 2: SGs (sorted op ids, in topological order) and their BestSplit."""
+    """Result of Algorithm 2: SGs (sorted op ids, in topological order) and their BestSplit;
+    ``gb_best``: for an SG no split of which fits LB, its BestSplit against GB (section 3.6),
+    else None (empty without a GB)."""
 
     groups: list[list[int]]
     best: list[Split | None]
     merges: dict[str, int] = field(default_factory=dict)  # merges done per pattern
+    gb_best: list[Split | None] = field(default_factory=list)
 
 
 class _Grouper:
     def __init__(self, graph: TurboGraph, lb_bytes: int, max_ops: int | None,
-                 max_recompute: float, single_anchor: bool = False, accept: SubgraphCheck | None = None):
+                 max_recompute: float, single_anchor: bool = False, accept: SubgraphCheck | None = None,
+                 gb_bytes: int | None = None):
         self.graph = graph
         self.accept = accept
         self.lb = lb_bytes
+        self.gb = gb_bytes
         self.max_ops = max_ops
         self.max_recompute = max_recompute
         self.single_anchor = single_anchor
         self.groups: list[frozenset[int]] = [frozenset({i}) for i in range(len(graph))]
-        self._best: dict[frozenset[int], Split | None] = {}
+        self._best: dict[tuple[frozenset[int], int], Split | None] = {}
         self.merges = {"straight": 0, "diamond": 0, "branch": 0}
 
     # ---- BestSplit per SG (Algorithm 1 + Eq. (1)), memoised ----------------------------------
-    def best(self, group: frozenset[int]) -> Split | None:
-        if group not in self._best:
-            self._best[group] = best_split(split_info(self.graph, group, self.lb, self.max_recompute))
-        return self._best[group]
+    def best(self, group: frozenset[int], capacity: int | None = None) -> Split | None:
+        """BestSplit of ``group`` against ``capacity`` bytes (default: LB)."""
+        key = (group, capacity or self.lb)
+        if key not in self._best:
+            self._best[key] = best_split(split_info(self.graph, group, key[1], self.max_recompute))
+        return self._best[key]
 
-    def factor(self, group) -> int | None:
-        split = self.best(group)
+    def factor(self, group, capacity: int | None = None) -> int | None:
+        split = self.best(group, capacity)
         return split.factor if split is not None else None
+
+    def capacity(self, parts: list[frozenset[int]]) -> int | None:
+        """The memory whose splitting factors rules (i) and (ii) compare for ``parts``: LB when
+        every part has a split fitting LB; GB (section 3.6) when none has and ``gb_bytes`` is
+        given; None (no merge) otherwise."""
+        unsplit = [self.factor(p) is None for p in parts]
+        if not any(unsplit):
+            return self.lb
+        return self.gb if all(unsplit) else None
 
     # ---- SG-level structure -------------------------------------------------------------------
     def _owner(self) -> dict[int, int]:
@@ -122,10 +141,13 @@ class _Grouper:
         union = first | second
         if self._epilogue(first, second):
             return union if self._mergeable(union) and self._accepted([first, second]) else None
-        f1, f2 = self.factor(first), self.factor(second)
+        capacity = self.capacity([first, second])
+        if capacity is None:
+            return None
+        f1, f2 = self.factor(first, capacity), self.factor(second, capacity)
         if f1 is None or f2 is None or f2 < f1 or not self._mergeable(union):
             return None
-        f = self.factor(union)
+        f = self.factor(union, capacity)
         return union if f is not None and f <= f2 and self._accepted([first, second]) else None
 
     def _epilogue(self, first: frozenset[int], second: frozenset[int]) -> bool:
@@ -157,13 +179,16 @@ class _Grouper:
         return all(ops[op].shape == shape for op in second)
 
     def rule_ii(self, parts: list[frozenset[int]]) -> frozenset[int] | None:
-        factors = [self.factor(p) for p in parts]
+        capacity = self.capacity(parts)
+        if capacity is None:
+            return None
+        factors = [self.factor(p, capacity) for p in parts]
         if any(f is None for f in factors):
             return None
         union = frozenset().union(*parts)
         if not self._mergeable(union):
             return None
-        f = self.factor(union)
+        f = self.factor(union, capacity)
         return union if f is not None and f <= max(factors) and self._accepted(parts) else None
 
     def _accepted(self, parts: list[frozenset[int]]) -> bool:
@@ -263,7 +288,10 @@ class _Grouper:
             if len(self.groups) >= before:
                 break
         groups = [sorted(g) for g in self.groups]
-        return Grouping(groups, [self.best(g) for g in self.groups], dict(self.merges))
+        best = [self.best(g) for g in self.groups]
+        gb_best = [] if self.gb is None else [
+            self.best(g, self.gb) if b is None else None for g, b in zip(self.groups, best)]
+        return Grouping(groups, best, dict(self.merges), gb_best)
 
 
 def _reachable(starts: list[int], neighbours: Callable[[int], list[int]]) -> set[int]:
@@ -279,6 +307,8 @@ def _reachable(starts: list[int], neighbours: Callable[[int], list[int]]) -> set
 
 def group_subgraphs(graph: TurboGraph, lb_bytes: int, max_ops: int | None = None,
                     max_recompute: float = MAX_RECOMPUTE_RATIO,
-                    single_anchor: bool = False, accept: SubgraphCheck | None = None) -> Grouping:
-    """Algorithm 2: group ``graph``'s ops into SGs for a local buffer of ``lb_bytes``."""
-    return _Grouper(graph, lb_bytes, max_ops, max_recompute, single_anchor, accept).run()
+                    single_anchor: bool = False, accept: SubgraphCheck | None = None,
+                    gb_bytes: int | None = None) -> Grouping:
+    """Algorithm 2: group ``graph``'s ops into SGs for a local buffer of ``lb_bytes`` (and a global
+    buffer of ``gb_bytes`` for the SGs no split of which fits LB, section 3.6)."""
+    return _Grouper(graph, lb_bytes, max_ops, max_recompute, single_anchor, accept, gb_bytes).run()

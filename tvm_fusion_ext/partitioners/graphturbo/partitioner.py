@@ -68,13 +68,16 @@ class GraphTurboPartitioner:
     sub-graph plan. With ``accept`` (the profitability check, CPU targets), a merge Algorithm 2's
     rules allow is made only where it accepts the SGs' union as one kernel. With ``kernel_cost``
     (DSA targets) every kernel of several anchors is checked against its parts (:meth:`judge`).
+    ``gb_bytes``: the global buffer the SGs no split of which fits LB are grouped against
+    (section 3.6, :mod:`.grouping`); None: such SGs take only their layers' epilogues.
     """
 
     def __init__(self, lb_bytes: int, cores: int, max_ops: int | None = None,
                  options: KernelOptions | None = None, single_anchor: bool = False,
                  chain: bool = False, accept: MergeCheck | None = None,
-                 kernel_cost: KernelCost | None = None):
+                 kernel_cost: KernelCost | None = None, gb_bytes: int | None = None):
         self.lb_bytes = lb_bytes
+        self.gb_bytes = gb_bytes
         self.cores = cores
         self.max_ops = max_ops
         self.chain = chain
@@ -94,7 +97,8 @@ class GraphTurboPartitioner:
         tg = from_dataflow_graph(graph)
         accept = None if self.accept is None else (lambda parts: self.accept(graph, parts))
         grouping = group_subgraphs(tg, self.lb_bytes, self.max_ops,
-                                   single_anchor=self.single_anchor, accept=accept)
+                                   single_anchor=self.single_anchor, accept=accept,
+                                   gb_bytes=self.gb_bytes)
         callees = [str(b.value.args[0].name_hint) if n.kind == NodeKind.CALL_TIR else ""
                    for b, n in zip(graph.bindings, graph.nodes)]
         block = plan(tg, grouping, self.cores, callees, self.options,
@@ -176,10 +180,12 @@ class GraphTurboPartitioner:
                     grouping = block.grouping
                 else:
                     dissolved = unchained
-                    items = [(g, b) for sg, (g, b) in enumerate(zip(groups, block.grouping.best))
-                             if sg != sgs[0]] + [(layer, None) for layer in layers(tg, ops)]
+                    gb_best = block.grouping.gb_best or [None] * len(groups)
+                    items = [(g, b, gb) for sg, (g, b, gb) in enumerate(zip(groups, block.grouping.best, gb_best))
+                             if sg != sgs[0]] + [(layer, None, None) for layer in layers(tg, ops)]
                     items.sort(key=lambda item: min(item[0]))
-                    grouping = Grouping([g for g, _ in items], [b for _, b in items], block.grouping.merges)
+                    grouping = Grouping([g for g, _, _ in items], [b for _, b, _ in items],
+                                        block.grouping.merges, [gb for _, _, gb in items])
                 trial = plan(tg, grouping, self.cores, callees, self.options, chain=chain,
                              unchained={sg for sg, g in enumerate(grouping.groups) if frozenset(g) in dissolved})
                 # Re-planning may change other kernels too (Algorithm 3's order, Algorithm 4's
@@ -225,6 +231,10 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
         if chained_kind == "dfs":
             kernel_sgs, splits = chained, chained_splits
             ig, kind, order = chained_ig, chained_kind, chained_order
+        else:  # the chains of SGs without an LB split have no LB instances to order
+            kernel_sgs = sorted([c for c in chained if len(c) > 1 and _in_gb(grouping, c)]
+                                + [[sg] for c in chained if len(c) == 1 or not _in_gb(grouping, c)
+                                   for sg in c], key=lambda c: min(grouping.groups[c[0]]))
     binding = infer_bindings(order, {i: inst.shape for i, inst in enumerate(ig.instances)},
                              {i: inst.producers for i, inst in enumerate(ig.instances)}, cores)
     kernels = {}
@@ -288,8 +298,10 @@ def chain_split(tg: TurboGraph, grouping: Grouping, sgs: list[int]) -> dict[int,
     BestSplit dimension, as many instances as the chain's largest splitting factor (so every SG's
     instance fits LB), reaching each SG's output along one of its dimensions with no halo
     (:func:`propagate`) - which need not be the SG's own BestSplit dimension - and recomputing at
-    most section 3.1's :data:`MAX_RECOMPUTE_RATIO` of the chain's FLOPs. None if there is none."""
-    best = [grouping.best[sg] for sg in sgs]
+    most section 3.1's :data:`MAX_RECOMPUTE_RATIO` of the chain's FLOPs. None if there is none.
+    A chain of SGs none of which has an LB split is split by their BestSplits against GB
+    (section 3.6, ``grouping.gb_best``): its instances fit GB."""
+    best = [(grouping.gb_best if _in_gb(grouping, sgs) else grouping.best)[sg] for sg in sgs]
     members = sorted(op for sg in sgs for op in grouping.groups[sg])
     if any(b is None for b in best) or not all(tg.ops[op].fusible for op in members):
         return None
@@ -312,7 +324,7 @@ def chain_splits(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]]
     :func:`chain_split` of its chain (its BestSplit when alone)."""
     splits = list(grouping.best)
     for sgs in kernel_sgs:
-        if len(sgs) > 1:
+        if len(sgs) > 1 and not _in_gb(grouping, sgs):
             for sg, split in chain_split(tg, grouping, sgs).items():
                 splits[sg] = split
     return splits
@@ -335,6 +347,14 @@ def layers(tg: TurboGraph, ops: list[int]) -> list[list[int]]:
             layer_of[op] = max(inside)
             result[layer_of[op]].append(op)
     return result
+
+
+def _in_gb(grouping: Grouping, sgs: list[int]) -> bool:
+    """Whether the SGs ``sgs`` have no split fitting LB and a BestSplit against GB each (section
+    3.6): their chain's instances are sized for GB, and the kernel generator picks the instance
+    count (``target_dsa/instance_schedule.py``), so the chain keeps one instance in the plan."""
+    return bool(grouping.gb_best) and all(grouping.best[sg] is None and grouping.gb_best[sg] is not None
+                                          for sg in sgs)
 
 
 def _anchors(tg: TurboGraph, ops: list[int]) -> int:
