@@ -710,3 +710,42 @@ def test_a_concatenation_is_tiled_along_its_whole_axis_and_loads_each_input_once
                 count = phase["instances"] * phase.get("repeat", 1)
                 loaded[event["tensor"]] = loaded.get(event["tensor"], 0) + count * event["bytes"]
     assert loaded == dict.fromkeys("abcd", 2 * 64 * 4 * 64 * 4)
+
+
+@T.prim_func(s_tir=True)
+def pad_relu(x: T.Buffer((2, 8, 112, 112), "float32"), y: T.Buffer((2, 8, 114, 114), "float32")):
+    padded = T.sblock_alloc_buffer((2, 8, 114, 114))
+    for n, c, h, w in T.grid(2, 8, 114, 114):
+        with T.sblock("pad"):
+            vn, vc, vh, vw = T.axis.remap("SSSS", [n, c, h, w])
+            padded[vn, vc, vh, vw] = T.if_then_else(
+                1 <= vh and vh < 113 and 1 <= vw and vw < 113, x[vn, vc, vh - 1, vw - 1], T.float32(0))  # noqa: PLR1716 (TVMScript)
+    for n, c, h, w in T.grid(2, 8, 114, 114):
+        with T.sblock("relu"):
+            vn, vc, vh, vw = T.axis.remap("SSSS", [n, c, h, w])
+            y[vn, vc, vh, vw] = T.max(padded[vn, vc, vh, vw], T.float32(0))
+
+
+def test_clipped_vars_are_the_padded_axes():
+    blocks = {b.name_hint: b for b in _blocks(pad_relu.body)}
+    pad, relu = blocks["pad"], blocks["relu"]
+    assert staging.clipped_vars(pad, pad.reads[0]) == {"vh", "vw"}
+    assert staging.clipped_vars(relu, relu.reads[0]) == frozenset()
+
+
+def test_a_padding_split_along_its_rows_reads_its_input_in_place():
+    """A padding's tile along the rows stages a copy of its input that TVM clips to the buffer
+    with a ``T.where``, and ``CompactBufferAllocation`` allocates such a copy at all 112 rows
+    (50 KB of one feature map, with a 52 KB map of output no tile fitted a 64 KB LB double
+    buffered). The layer form reads a halo input a tile splits in place instead: the kernel fits,
+    and the input is read once per output element (the guarded loads counted too), never staged."""
+    plan = SubgraphPlan(dim=0, instances=1, binding=(1, 1, 1, 1), output_shape=(2, 8, 114, 114),
+                        options=VARIANTS["full"])
+    func = staging.stage_layers(pad_relu, SPEC, plan)
+    model = kernel_model(func)
+    assert fits(model, SPEC, reuse=True)
+    assert model["footprint"]["lb_live_double_buffered"] <= SPEC.lb_bytes
+    read = sum(p["instances"] * p.get("repeat", 1) * e.get("direct", {}).get("ddr", 0)
+               for p in model["phases"] for e in p["events"] if e["kind"] == "compute")
+    assert read == 2 * 8 * 114 * 114 * 4
+    assert "x" not in _dma_tensors(model)

@@ -480,6 +480,54 @@ class _Span:
         return total * elem_bytes(self.buffer)
 
 
+def clipped_vars(block, region) -> frozenset[str]:
+    """Block vars of ``block`` indexing an axis of its read ``region`` that leaves the buffer over
+    the block's domain: a padding's halo (``A[v - 1]`` under a guard)."""
+    analyzer = tvm.sym.Analyzer()
+    for iv in block.iter_vars:
+        analyzer.bind(iv.var, tvm.ir.Range.from_min_extent(iv.dom.min, iv.dom.extent))
+    clipped: set[str] = set()
+    for rng, extent in zip(region.region, region.source.shape):
+        bound = analyzer.const_int_bound(rng.min)
+        if bound.min_value < 0 or bound.max_value + int(rng.extent) > int(extent):
+            clipped |= {v.name for v in vars_in(rng.min)}
+    return frozenset(clipped)
+
+
+class _LayerReads:
+    """The operands one layer's tile (:func:`_tile_layer`) reads from outside LB, and which of
+    them it stages in LB or reads in place (from GB or DDR, the unit stalling on the bytes).
+
+    Gathers are read in place (:func:`.kernel_model.read_in_place`). So is a halo read
+    (:func:`clipped_vars`) of an element-wise layer that the tile splits when its LB copy does
+    not fit: TVM clips such a copy to the buffer with a ``T.where``, and
+    ``CompactBufferAllocation`` (TVM ``src/s_tir/transform/compact_buffer_region.cc``) cannot
+    bound the clipped extent, so the copy is allocated at the whole axis (a padding's band of
+    rows holds all the rows of its input). An element-wise layer reads each element once; a
+    reduction would read it once per tap, so its operands are always staged."""
+
+    def __init__(self, block):
+        written = block.writes[0].source
+        self.extents = {iv.var.name: int(iv.dom.extent) for iv in block.iter_vars}
+        elementwise = not is_reduction(block)
+        self.reads = [(_Span(r), r.source.scope(), clipped_vars(block, r) if elementwise else frozenset())
+                      for r in block.reads if r.source.scope() != LB and not r.source.same_as(written)]
+        self.gathers = {r.source.name for r in block.reads if read_in_place(block, r)}
+
+    def in_place(self, dom: dict[str, int], out_bytes: int, double: bool, lb_bytes: int) -> set[str]:
+        """Names of the operands a tile giving each block var ``dom[var]`` values reads in place."""
+        whole = {**dom, **{v: e for v, e in self.extents.items() if v not in dom}}
+        split = {span.buffer.name for span, _, clipped in self.reads
+                 if any(whole[v] < self.extents[v] for v in clipped)}
+        if split:
+            allocated = sum(span.bytes({**whole, **({v: self.extents[v] for v in clipped}
+                                                     if span.buffer.name in split else {})})
+                            for span, _, clipped in self.reads if span.buffer.name not in self.gathers)
+            if allocated * (2 if double else 1) + out_bytes > lb_bytes:
+                return self.gathers | split
+        return set(self.gathers)
+
+
 def _gemm_like(block) -> bool:
     """A multiply-accumulate over exactly one reduction axis (what the matrix unit can take)."""
     body = block.body
@@ -929,8 +977,7 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
     """Simulated cycles of the phase of :func:`_tile_layer` per tile size (None: its buffers
     do not fit LB)."""
     block = loops.block
-    reads = [(_Span(r), r.source.scope()) for r in block.reads if r.source.scope() != LB
-             and not r.source.same_as(block.writes[0].source)]
+    operands = _LayerReads(block)
     out = _Span(block.writes[0])
     out_level = _level(block.writes[0].source.scope())
     iterations = math.prod(loops.extent.values())
@@ -958,8 +1005,12 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
         if any((loops.extent[v] // tile[v]) % k for v, k in sliced.items()):
             return None  # each cluster's tiles read one slice of a sliced weight
         dom = loops.dom(tile)
-        staged = [(span.bytes(dom), _level(scope)) for span, scope in reads]
         out_bytes = out.bytes(dom)
+        in_place = operands.in_place(dom, out_bytes, double, spec.lb_bytes)
+        staged = [(span.bytes(dom), _level(scope)) for span, scope, _ in operands.reads
+                  if span.buffer.name not in in_place]
+        direct = [(span.bytes(dom), _level(scope)) for span, scope, _ in operands.reads
+                  if span.buffer.name in in_place]
         if sum(b for b, _ in staged) * (2 if double else 1) + out_bytes > spec.lb_bytes:
             return None
         tiles = math.prod(loops.extent[v] // tile[v] for v in loops.spatial)
@@ -967,6 +1018,7 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
         active = min(tiles, spec.num_cores)
         per_core = math.ceil(tiles / spec.num_cores)
         load = chunks * sum(b / rate(level, active) + lat for b, level in staged)
+        stall = chunks * sum(b / rate(level, active) for b, level in direct)
         store = out_bytes / rate(out_level, active) + lat
         if gemm and on_matrix(tile):
             ops_per_cycle = matrix.ops_per_cycle
@@ -974,7 +1026,7 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
             ops_per_cycle = conv_rate
         else:
             ops_per_cycle = unit.ops_per_cycle
-        compute = iterations / tiles / ops_per_cycle
+        compute = iterations / tiles / ops_per_cycle + stall
         if double and per_core > 1:
             return load + compute + store + (per_core - 1) * max(load, compute, store)
         return per_core * (load + compute + store)
@@ -993,8 +1045,10 @@ def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double
     could not move into it (its LB buffer is then touched outside the loop too)."""
     loops = _LoopNest(sch, rv, depth, spec, batches=True, outer=outer)
     block = loops.block
+    dom = loops.dom(tile)
+    in_place = _LayerReads(block).in_place(dom, _Span(block.writes[0]).bytes(dom), double, spec.lb_bytes)
     staged = sorted({r.source.name for r in block.reads if r.source.scope() != LB
-                     and not r.source.same_as(block.writes[0].source) and not read_in_place(block, r)})
+                     and not r.source.same_as(block.writes[0].source) and r.source.name not in in_place})
     spatial, reduce = loops.split(tile, keep_spatial=True)
     for var, slices in _sliced_loops(loops).items():  # one cluster's tiles first, then the next's
         k = loops.spatial.index(var)
