@@ -495,35 +495,37 @@ def clipped_vars(block, region) -> frozenset[str]:
 
 
 class _LayerReads:
-    """The operands one layer's tile (:func:`_tile_layer`) reads from outside LB, and which of
-    them it stages in LB or reads in place (from GB or DDR, the unit stalling on the bytes).
+    """The operands one layer's tile (:func:`_tile_layer`) reads from outside LB: which of them
+    it stages in LB or reads in place (from GB or DDR, the unit stalling on the bytes), and the
+    LB the staged copies take.
 
-    Gathers are read in place (:func:`.kernel_model.read_in_place`). So is a halo read
-    (:func:`clipped_vars`) of an element-wise layer that the tile splits when its LB copy does
-    not fit: TVM clips such a copy to the buffer with a ``T.where``, and
-    ``CompactBufferAllocation`` (TVM ``src/s_tir/transform/compact_buffer_region.cc``) cannot
-    bound the clipped extent, so the copy is allocated at the whole axis (a padding's band of
-    rows holds all the rows of its input). An element-wise layer reads each element once; a
+    A halo read (:func:`clipped_vars`) that the tile splits is staged as a copy TVM clips to the
+    buffer with a ``T.where``, and ``CompactBufferAllocation`` (TVM
+    ``src/s_tir/transform/compact_buffer_region.cc``) cannot bound the clipped extent: the copy
+    is allocated at the whole axis (a padding's band of rows holds all the rows of its input).
+    Gathers are read in place (:func:`.kernel_model.read_in_place`), and so is such a halo read of
+    an element-wise layer where its copy does not fit LB: it reads each element once. A
     reduction would read it once per tap, so its operands are always staged."""
 
     def __init__(self, block):
         written = block.writes[0].source
         self.extents = {iv.var.name: int(iv.dom.extent) for iv in block.iter_vars}
-        elementwise = not is_reduction(block)
-        self.reads = [(_Span(r), r.source.scope(), clipped_vars(block, r) if elementwise else frozenset())
-                      for r in block.reads if r.source.scope() != LB and not r.source.same_as(written)]
+        self.elementwise = not is_reduction(block)
+        self.reads = [(_Span(r), r.source.scope(), clipped_vars(block, r)) for r in block.reads
+                      if r.source.scope() != LB and not r.source.same_as(written)]
         self.gathers = {r.source.name for r in block.reads if read_in_place(block, r)}
+
+    def allocated(self, dom: dict[str, int], in_place: set[str]) -> int:
+        """LB bytes of the copies a tile giving each block var ``dom[var]`` values stages."""
+        return sum(span.bytes({**dom, **{v: self.extents[v] for v in clipped if v in dom}})
+                   for span, _, clipped in self.reads if span.buffer.name not in in_place)
 
     def in_place(self, dom: dict[str, int], out_bytes: int, double: bool, lb_bytes: int) -> set[str]:
         """Names of the operands a tile giving each block var ``dom[var]`` values reads in place."""
-        whole = {**dom, **{v: e for v, e in self.extents.items() if v not in dom}}
-        split = {span.buffer.name for span, _, clipped in self.reads
-                 if any(whole[v] < self.extents[v] for v in clipped)}
-        if split:
-            allocated = sum(span.bytes({**whole, **({v: self.extents[v] for v in clipped}
-                                                     if span.buffer.name in split else {})})
-                            for span, _, clipped in self.reads if span.buffer.name not in self.gathers)
-            if allocated * (2 if double else 1) + out_bytes > lb_bytes:
+        if self.elementwise:
+            split = {span.buffer.name for span, _, clipped in self.reads
+                     if any(dom.get(v, self.extents[v]) < self.extents[v] for v in clipped)}
+            if split and self.allocated(dom, self.gathers) * (2 if double else 1) + out_bytes > lb_bytes:
                 return self.gathers | split
         return set(self.gathers)
 
@@ -1011,7 +1013,7 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
                   if span.buffer.name not in in_place]
         direct = [(span.bytes(dom), _level(scope)) for span, scope, _ in operands.reads
                   if span.buffer.name in in_place]
-        if sum(b for b, _ in staged) * (2 if double else 1) + out_bytes > spec.lb_bytes:
+        if operands.allocated(dom, in_place) * (2 if double else 1) + out_bytes > spec.lb_bytes:
             return None
         tiles = math.prod(loops.extent[v] // tile[v] for v in loops.spatial)
         chunks = math.prod(loops.extent[v] // tile[v] for v in loops.reduce)
