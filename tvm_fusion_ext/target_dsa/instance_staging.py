@@ -1009,10 +1009,9 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
         dom = loops.dom(tile)
         out_bytes = out.bytes(dom)
         in_place = operands.in_place(dom, out_bytes, double, spec.lb_bytes)
-        staged = [(span.bytes(dom), _level(scope)) for span, scope, _ in operands.reads
-                  if span.buffer.name not in in_place]
-        direct = [(span.bytes(dom), _level(scope)) for span, scope, _ in operands.reads
-                  if span.buffer.name in in_place]
+        staged, direct = [], []  # DMA'd into LB per chunk / read in place by the unit
+        for span, scope, _ in operands.reads:
+            (direct if span.buffer.name in in_place else staged).append((span.bytes(dom), _level(scope)))
         if operands.allocated(dom, in_place) * (2 if double else 1) + out_bytes > spec.lb_bytes:
             return None
         tiles = math.prod(loops.extent[v] // tile[v] for v in loops.spatial)
@@ -1048,9 +1047,9 @@ def _stage_layer_tile(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double
     loops = _LoopNest(sch, rv, depth, spec, batches=True, outer=outer)
     block = loops.block
     dom = loops.dom(tile)
-    in_place = _LayerReads(block).in_place(dom, _Span(block.writes[0]).bytes(dom), double, spec.lb_bytes)
-    staged = sorted({r.source.name for r in block.reads if r.source.scope() != LB
-                     and not r.source.same_as(block.writes[0].source) and r.source.name not in in_place})
+    operands = _LayerReads(block)
+    in_place = operands.in_place(dom, _Span(block.writes[0]).bytes(dom), double, spec.lb_bytes)
+    staged = sorted({span.buffer.name for span, _, _ in operands.reads} - in_place)
     spatial, reduce = loops.split(tile, keep_spatial=True)
     for var, slices in _sliced_loops(loops).items():  # one cluster's tiles first, then the next's
         k = loops.spatial.index(var)

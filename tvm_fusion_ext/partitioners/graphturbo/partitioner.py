@@ -231,10 +231,10 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
         if chained_kind == "dfs":
             kernel_sgs, splits = chained, chained_splits
             ig, kind, order = chained_ig, chained_kind, chained_order
-        else:  # the chains of SGs without an LB split have no LB instances to order
-            kernel_sgs = sorted([c for c in chained if len(c) > 1 and _in_gb(grouping, c)]
-                                + [[sg] for c in chained if len(c) == 1 or not _in_gb(grouping, c)
-                                   for sg in c], key=lambda c: min(grouping.groups[c[0]]))
+        else:  # only the chains of SGs without an LB split: they have no LB instances to order
+            kept = [c for chain in chained for c in
+                    ([chain] if len(chain) > 1 and _in_gb(grouping, chain) else [[sg] for sg in chain])]
+            kernel_sgs = sorted(kept, key=lambda c: min(grouping.groups[c[0]]))
     binding = infer_bindings(order, {i: inst.shape for i, inst in enumerate(ig.instances)},
                              {i: inst.producers for i, inst in enumerate(ig.instances)}, cores)
     kernels = {}
