@@ -240,6 +240,29 @@ def test_a_layer_without_splitinfo_still_fuses_its_epilogue():
     assert tiny.groups == [[0], [1, 2, 3], [4]] and tiny.best == [None, None, None]
 
 
+def test_a_residual_add_that_fits_lb_only_apart_from_its_block_still_joins_it():
+    """A bottleneck block (two 1x1 convs, the second with its batchnorm) and the residual add after
+    it: each has a split fitting LB (the block along the batch, the add along the channels), but
+    their union has none (the add's two inputs and output, 3 KB, need more than 4 instances, and
+    splitting the channels recomputes both convs in every instance), so rule (i) refuses the
+    merge. The add and the ReLU after it are the last conv's layer (section 1.1) and join it;
+    left apart they would each be a kernel taking the whole tensor DDR -> LB -> DDR."""
+    b = _Builder()
+    x = b.add("x", (4, 64, 1, 1), fusible=False)
+    conv1 = b.add("conv1", (4, 16, 1, 1), [x], contracted=frozenset({1}), anchor=True)
+    conv2 = b.add("conv2", (4, 64, 1, 1), [conv1], contracted=frozenset({1}), anchor=True)
+    add = b.add("add", (4, 64, 1, 1), [b.add("bn", (4, 64, 1, 1), [conv2]), x])
+    b.add("relu", (4, 64, 1, 1), [add])
+    b.ops[-1].is_output = True
+    g = b.graph()
+    lb = 640
+    assert best_split(split_info(g, [1, 2, 3], lb)) == Split(1, 3, 4, 0)
+    assert best_split(split_info(g, [4], lb)) == Split(1, 1, 8, 1)
+    assert split_info(g, [1, 2, 3, 4], lb) == set()
+    grouping = group_subgraphs(g, lb)
+    assert grouping.groups == [[0], [1, 2, 3, 4, 5]] and grouping.best[1] is None
+
+
 def _inverted_residual():
     """An inverted residual block (expand 1x1, ReLU, 3x3 depthwise, ReLU, project 1x1), a pooling
     and a small classifier on [8, 16, 32, 32] images."""

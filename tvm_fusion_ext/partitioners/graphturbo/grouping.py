@@ -11,8 +11,8 @@ lowers the number of SGs. A merge is allowed only by the rules:
 An SG of element-wise ops that follows an anchor's layer (its bias, batchnorm, activation,
 residual add) joins it without rule (i)'s LB preconditions (``_Grouper._epilogue``): with
 ``single_anchor`` (the CPU kernel generator) always, since the CPU schedule applies it in the
-anchor's write-back; otherwise when either SG has no SplitInfo (section 1.1's layer, fused within
-itself by section 4.1). SGs whose SplitInfo is empty (no split fits LB) merge with each other
+anchor's write-back; otherwise when either SG or their union has no SplitInfo (section 1.1's
+layer, fused within itself by section 4.1). SGs whose SplitInfo is empty (no split fits LB) merge with each other
 only where ``gb_bytes`` is given: section 3.6 suggests GB in place of LB to schedule what LB cannot
 hold, so rules (i) and (ii) then compare the splitting factors Algorithm 1 gives against GB
 (``gb_bytes``) for SGs none of which has a split fitting LB; an SG with a split fitting LB never
@@ -159,13 +159,15 @@ class _Grouper:
         With ``single_anchor`` (the CPU kernel generator, ``first`` holding one anchor) always:
         that generator applies such ops to the register tile as it writes it back (section 4.1's
         loop fusion), so they take no LB of their own; without this, a batch-8 MobileNetV2 kept
-        22 convs apart from their bias and ReLU6. Otherwise only when ``first`` or ``second`` has
-        no SplitInfo (no split fits LB) and ``first`` ends with its last anchor's layer (every op
-        after that anchor of its shape): rules (i) and (ii) then have no splitting factors to
-        compare, neither SG can be split into instances, and the layer is what remains to fuse
-        (section 4.1's loop fusion within a layer). Left apart, each element-wise op of it is a
-        kernel that takes the whole tensor DDR -> LB -> DDR (MobileNetV2 at 224x224, batch 128:
-        the batchnorms and ReLU6s of its 112x112 to 28x28 stages)."""
+        22 convs apart from their bias and ReLU6. Otherwise only when ``first``, ``second`` or
+        their union has no SplitInfo (no split fits LB) and ``first`` ends with its last anchor's
+        layer (every op after that anchor of its shape): rules (i) and (ii) then have no
+        splitting factors to compare (or refuse a union that has none), and the layer is what
+        remains to fuse (section 4.1's loop fusion within a layer). Left apart, each element-wise
+        op of it is a kernel that takes the whole tensor DDR -> LB -> DDR: MobileNetV2's
+        batchnorms and ReLU6s at 224x224, batch 128, where no split fits LB; ResNet-50's residual
+        adds and ReLUs at batch 64, where a bottleneck block and the add after it fit LB apart but
+        not together (the add's two inputs and its output, 3 x 1.6 MB per image at 28x28x512)."""
         ops = self.graph.ops
         if any(ops[op].anchor for op in second):
             return False
@@ -173,8 +175,9 @@ class _Grouper:
         if not anchors or (self.single_anchor and len(anchors) != 1):
             return False
         shape = ops[anchors[-1]].shape
-        if not self.single_anchor and (None not in (self.factor(first), self.factor(second))
-                                       or any(ops[op].shape != shape for op in first if op > anchors[-1])):
+        if not self.single_anchor and (any(ops[op].shape != shape for op in first if op > anchors[-1])
+                                       or None not in (self.factor(first), self.factor(second),
+                                                       self.factor(first | second))):
             return False
         return all(ops[op].shape == shape for op in second)
 
