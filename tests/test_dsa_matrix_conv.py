@@ -18,14 +18,14 @@ TARGET = "dsa/stcp920"
 STCP920 = PRESETS["stcp920"]
 
 
-def _conv_relu(shape, oc: int, kernel: int, stride: int = 1) -> tvm.IRModule:
+def _conv_relu(shape, oc: int, kernel: int, stride: int = 1, dilation: int = 1) -> tvm.IRModule:
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(shape, "float32"))
     w = relax.Var("w", relax.TensorType((oc, shape[1], kernel, kernel), "float32"))
     with bb.function("main", [x, w]):
         with bb.dataflow():
-            y = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, w, strides=stride,
-                                                             padding=kernel // 2)))
+            y = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, w, strides=stride, dilation=dilation,
+                                                             padding=kernel // 2 * dilation)))
             out = bb.emit_output(y)
         bb.emit_func_output(out)
     return bb.get()
@@ -37,12 +37,14 @@ def _conv_block(mod: tvm.IRModule):
     return next(b for b in sblocks(func) if b.name_hint.startswith("conv2d"))
 
 
-def test_stride_one_convolutions_qualify_and_strided_ones_do_not():
+def test_strided_convolutions_qualify_and_dilated_ones_do_not():
     conv = conv_operands(_conv_block(_conv_relu((2, 32, 14, 14), 48, 3)))
     assert conv is not None and conv.swapped  # TOPI multiplies the input by the weight
-    assert (conv.data, conv.weight, conv.width) == ("pad_temp", "w", 14)
+    assert (conv.data, conv.weight, conv.width, conv.stride) == ("pad_temp", "w", 14, 1)
     assert len({conv.rows, conv.columns, conv.reduction, *conv.taps}) == 5
-    assert conv_operands(_conv_block(_conv_relu((2, 32, 14, 14), 48, 3, stride=2))) is None
+    strided = conv_operands(_conv_block(_conv_relu((2, 32, 14, 14), 48, 3, stride=2)))
+    assert strided is not None and (strided.width, strided.stride) == (7, 2)
+    assert conv_operands(_conv_block(_conv_relu((2, 32, 14, 14), 48, 3, dilation=2))) is None
     # The columns: the largest divisor of the row width the 16-wide unit holds, while the unit
     # over that many columns still outruns the 64-wide VME (256 * n / 16 > 64: n > 4).
     assert [conv_columns(w, STCP920) for w in (56, 28, 7, 32, 13, 4)] == [14, 14, 7, 16, 13, None]
@@ -52,11 +54,15 @@ def _compiled(mod, fusion):
     return tvm.compile(mod, target=tvm.target.Target(TARGET), relax_pipeline=f"tvm_fusion_ext.{fusion}")
 
 
-@pytest.mark.parametrize("fusion,kernel", [("graphturbo", 3), ("graphturbo", 1), ("stock", 1)])
-def test_a_convolution_on_the_matrix_unit_computes_the_reference(fusion, kernel):
+@pytest.mark.parametrize("fusion,kernel,stride", [("graphturbo", 3, 1), ("graphturbo", 1, 1),
+                                                  ("stock", 1, 1), ("graphturbo", 3, 2),
+                                                  ("graphturbo", 1, 2)])
+def test_a_convolution_on_the_matrix_unit_computes_the_reference(fusion, kernel, stride):
     # 64 output channels of 56 x 56 maps: 16 channels of whole maps take 200 KB, so the kernel
-    # tiles rows too to give the matrix unit tiles of 16 channels (GraphTurbo section 4.1).
-    mod = _conv_relu((1, 64, 56, 56), 64, kernel)
+    # tiles rows too to give the matrix unit tiles of 16 channels (GraphTurbo section 4.1). A
+    # stride-2 convolution reads its input's rows in two phases (tvm_fusion_ext/target_dsa/
+    # intrinsics.py).
+    mod = _conv_relu((1, 64, 56, 56), 64, kernel, stride)
     rng = np.random.default_rng(0)
     inputs = [rng.uniform(-1, 1, [int(d) for d in p.ty.shape]).astype("float32")
               for p in mod["main"].params]

@@ -16,6 +16,11 @@ that each GEMM's operands are row-major matrices (``X`` and ``C`` as ``[n, y, c,
 ``[r, s, f, c]``; the DMA filling or draining them reorders the data), and the instruction's
 column count is the largest divisor of the row width that the unit holds (:func:`conv_columns`):
 a call over fewer columns than the unit has still occupies one instruction.
+
+A convolution of stride ``S`` reads ``X[n, c, y * S + r, x * S + s]``: its LB copy of ``X`` is laid
+out in ``S`` phases of each row (``[n, y, x % S, c, x // S]``), so that per tap ``(r, s)`` the
+columns ``x`` it reads, ``x + s // S`` of phase ``s % S``, are again contiguous and each GEMM's
+``X`` operand a row-major matrix.
 """
 
 from __future__ import annotations
@@ -199,10 +204,11 @@ def _gemm_roles_of(realize):
 
 @dataclass(frozen=True)
 class ConvOperands:
-    """A stride-1 NCHW convolution update ``C[n, f, y, x] += X[n, c, y + r, x + s] * W[f, c, r, s]``
+    """An NCHW convolution update ``C[n, f, y, x] += X[n, c, y * S + r, x * S + s] * W[f, c, r, s]``
     as the matrix unit sees it: the block variables of its rows ``f``, columns ``x``, reduction
-    ``c`` and kernel taps ``(r, s)``, the names of ``X`` and ``W``, the row width, and whether the
-    block multiplies ``X * W`` (``swapped``, as TOPI's ``conv2d_nchw`` does)."""
+    ``c`` and kernel taps ``(r, s)``, the names of ``X`` and ``W``, the row width, whether the
+    block multiplies ``X * W`` (``swapped``, as TOPI's ``conv2d_nchw`` does), and the stride ``S``
+    along the rows (``stride``; the stride between rows needs no layout of its own)."""
 
     rows: str
     columns: str
@@ -212,12 +218,14 @@ class ConvOperands:
     weight: str
     width: int
     swapped: bool
+    stride: int = 1
 
 
 def conv_operands(block) -> ConvOperands | None:
-    """The :class:`ConvOperands` of a float32 block, else None (strided, dilated, grouped or
-    differently laid out convolutions, anything else). A 1x1 kernel's taps may be the constant 0
-    (``W[f, c, 0, 0]``, ``X[n, c, y, x]``: TVM drops unit loops) and are then named ``""``."""
+    """The :class:`ConvOperands` of a float32 block, else None (dilated, grouped or differently
+    laid out convolutions, anything else). A 1x1 kernel's taps may be the constant 0
+    (``W[f, c, 0, 0]``, ``X[n, c, y * S, x * S]``: TVM drops unit loops) and are then named
+    ``""``."""
     body = block.body
     if not isinstance(body, tirx.BufferStore) or str(body.buffer.dtype) != "float32" \
             or len(body.indices) != 4:
@@ -241,26 +249,45 @@ def conv_operands(block) -> ConvOperands | None:
         if len(weight.indices) != 4 or len(data.indices) != 4:
             continue
         c = _var_names(weight.indices[1:2])
-        taps = [_tap(weight.indices[2], data.indices[2], out[2]),
-                _tap(weight.indices[3], data.indices[3], out[3])]
-        if _var_names(weight.indices[:1]) != [out[1]] or c is None or None in taps \
+        found = [_tap(weight.indices[2], data.indices[2], out[2]),
+                 _tap(weight.indices[3], data.indices[3], out[3])]
+        if _var_names(weight.indices[:1]) != [out[1]] or c is None or None in found \
                 or _var_names(data.indices[1:2]) != c or not _same_index(data.indices[0], batch):
             continue
+        taps = [tap for tap, _ in found]
         others = [v for v, kind in kinds.items() if kind == 2 and v != c[0] and v not in taps]
         if kinds.get(c[0]) != 2 or any(not _is_one(extents[v]) for v in others):
             return None
         return ConvOperands(out[1], out[3], c[0], tuple(taps), data.source.name,
-                            weight.source.name, int(body.buffer.shape[3]), swapped)
+                            weight.source.name, int(body.buffer.shape[3]), swapped, found[1][1])
     return None
 
 
-def _tap(weight_index, data_index, out: str) -> str | None:
-    """The tap variable of one window dimension (``W[.., r]`` and ``X[.., y + r]``), ``""`` for a
-    unit window (``W[.., 0]`` and ``X[.., y]``), else None."""
+def _tap(weight_index, data_index, out: str) -> tuple[str, int] | None:
+    """The tap variable of one window dimension and its stride ``S`` (``W[.., r]`` and
+    ``X[.., y * S + r]``), ``""`` for a unit window (``W[.., 0]`` and ``X[.., y * S]``), else None."""
     if isinstance(weight_index, tvm.ir.Var):
-        return weight_index.name if _sum_of(data_index, out, weight_index.name) else None
+        if not isinstance(data_index, tirx.Add):
+            return None
+        for outer, tap in ((data_index.a, data_index.b), (data_index.b, data_index.a)):
+            stride = _stride_of(outer, out)
+            if stride is not None and _var_names([tap]) == [weight_index.name]:
+                return weight_index.name, stride
+        return None
     unit = isinstance(weight_index, tirx.IntImm) and weight_index.value == 0
-    return "" if unit and _var_names([data_index]) == [out] else None
+    stride = _stride_of(data_index, out) if unit else None
+    return None if stride is None else ("", stride)
+
+
+def _stride_of(index, out: str) -> int | None:
+    """``S`` when ``index`` is the variable ``out`` (1) or ``out * S``, else None."""
+    if _var_names([index]) == [out]:
+        return 1
+    if isinstance(index, tirx.Mul):
+        for var, factor in ((index.a, index.b), (index.b, index.a)):
+            if _var_names([var]) == [out] and isinstance(factor, tirx.IntImm) and factor.value > 0:
+                return int(factor.value)
+    return None
 
 
 def _is_one(extent) -> bool:
@@ -294,11 +321,6 @@ def _var_names(indices) -> list[str] | None:
     return [i.name for i in indices] if all(isinstance(i, tvm.ir.Var) for i in indices) else None
 
 
-def _sum_of(index, a: str, b: str) -> bool:
-    """Whether ``index`` is ``a + b`` (in either order) of two variables."""
-    return isinstance(index, tirx.Add) and _var_names([index.a, index.b]) in ([a, b], [b, a])
-
-
 def _conv_loops(sch, rv, conv: ConvOperands, spec: DSASpec) -> tuple[dict, tuple] | None:
     """The innermost loops feeding the rows, columns and reduction of convolution ``rv`` (as
     :func:`_role_loops`) and the instruction shape; None when an operand is outside LB or an
@@ -330,7 +352,11 @@ def _tensorize_conv(sch, rv, conv: ConvOperands, spec: DSASpec) -> bool:
     block = sch.get(rv)
     reads = [region.source.name for region in block.reads]
     try:
-        sch.transform_layout(rv, ("read", reads.index(conv.data)), lambda n, c, y, x: (n, y, c, x))
+        stride = conv.stride
+        sch.transform_layout(rv, ("read", reads.index(conv.data)),
+                             (lambda n, c, y, x: (n, y, c, x)) if stride == 1 else
+                             (lambda n, c, y, x: (n, y, x % stride, c, x // stride)),
+                             pad_value=None if stride == 1 else 0.0)
         sch.transform_layout(rv, ("read", reads.index(conv.weight)), lambda f, c, r, s: (r, s, f, c))
         sch.transform_layout(rv, ("write", 0), lambda n, f, y, x: (n, y, f, x))
         parts = {}
