@@ -208,11 +208,12 @@ def test_grouping_refuses_unsplittable_and_non_fusible():
     assert tiny.groups == [[0], [1], [2]] and tiny.best == [None, None, None]
 
 
-def test_cpu_grouping_gives_a_strided_conv_its_epilogue():
-    """A conv whose input is 4x its output (stride 2): rule (i) keeps it apart from its bias and
-    ReLU (f(conv) > f(bias): a large factor would propagate past the down-sampling). The CPU
-    kernel generator (``single_anchor``) applies them in the conv's write-back, with no LB of
-    their own, so there they join it; a transpose (another shape) does not."""
+def test_a_strided_conv_keeps_its_epilogue_whatever_its_split():
+    """A conv whose input is 4x its output (stride 2): rule (i) alone would keep it apart from its
+    bias and ReLU (f(conv) > f(bias): no large factor propagates past a down-sampling), but they
+    are its layer (section 1.1), so they join it: on a DSA with or without SplitInfo, and with
+    ``single_anchor`` (the CPU generator applies them in the conv's write-back). A transpose
+    (another shape) does not join."""
     b = _Builder()
     x = b.add("x", (8, 64, 64, 64), fusible=False)
     conv = b.add("conv", (8, 64, 32, 32), [x], contracted=frozenset({1}), window={2: 2, 3: 2}, anchor=True)
@@ -220,23 +221,10 @@ def test_cpu_grouping_gives_a_strided_conv_its_epilogue():
     b.add("transpose", (8, 32, 32, 64), [relu])
     b.ops[-1].is_output = True
     g = b.graph()
-    assert group_subgraphs(g, 1 << 19).groups == [[0], [1], [2, 3, 4]]
+    assert best_split(split_info(g, [1], 1 << 19)).factor > best_split(split_info(g, [2], 1 << 19)).factor
+    assert group_subgraphs(g, 1 << 19).groups == [[0], [1, 2, 3], [4]]
     assert group_subgraphs(g, 1 << 19, single_anchor=True).groups == [[0], [1, 2, 3], [4]]
-
-
-def test_a_layer_without_splitinfo_still_fuses_its_epilogue():
-    """A conv whose tensors fit LB under no split (empty SplitInfo) keeps its batchnorm and ReLU
-    on a DSA too (section 1.1's layer, fused within by section 4.1): rules (i) and (ii) have no
-    factors to compare. Where they do, rule (i) decides as before (the strided conv above); a
-    transpose (another shape) still does not join."""
-    b = _Builder()
-    x = b.add("x", (8, 64, 64, 64), fusible=False)
-    conv = b.add("conv", (8, 64, 32, 32), [x], contracted=frozenset({1}), window={2: 2, 3: 2}, anchor=True)
-    relu = b.add("relu", (8, 64, 32, 32), [b.add("bias", (8, 64, 32, 32), [conv])])
-    b.add("transpose", (8, 32, 32, 64), [relu])
-    b.ops[-1].is_output = True
-    g = b.graph()
-    tiny = group_subgraphs(g, 1 << 10)
+    tiny = group_subgraphs(g, 1 << 10)  # no split fits: no SplitInfo anywhere
     assert tiny.groups == [[0], [1, 2, 3], [4]] and tiny.best == [None, None, None]
 
 

@@ -174,12 +174,6 @@ def test_a_fused_kernel_slower_than_its_parts_is_split_on_the_dsa(stage):
     assert all(k["name"].count("conv2d") <= 1 for k in turbo["per_kernel"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "GraphTurbo's sub-graphs start a block at its input ReLU, which feeds both the block's first "
-    "conv and its residual add, so taken apart into layers that ReLU is a kernel of its own; "
-    "FuseOps puts it in the residual add's kernel. On this 512-byte LB chip, where every kernel "
-    "falls back to the per-kernel staging, the two extra launches leave GraphTurbo 43154 cycles "
-    "against stock's 40543."))
 def test_the_stage_taken_apart_is_no_slower_than_stock_on_a_tiny_lb(stage):
     target = _lb512_target()
     turbo, stock = static_profile(stage, "graphturbo", target), static_profile(stage, "stock", target)

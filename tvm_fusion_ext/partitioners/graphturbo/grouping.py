@@ -9,10 +9,9 @@ lowers the number of SGs. A merge is allowed only by the rules:
 (ii) diamond SG2..SG4 into SG: ``f(SG) <= max(f(SG2), f(SG3), f(SG4))``.
 
 An SG of element-wise ops that follows an anchor's layer (its bias, batchnorm, activation,
-residual add) joins it without rule (i)'s LB preconditions (``_Grouper._epilogue``): with
-``single_anchor`` (the CPU kernel generator) always, since the CPU schedule applies it in the
-anchor's write-back; otherwise when either SG or their union has no SplitInfo (section 1.1's
-layer, fused within itself by section 4.1). SGs whose SplitInfo is empty (no split fits LB) merge with each other
+residual add) joins it without rule (i)'s LB preconditions (``_Grouper._epilogue``): the nodes of
+the paper's graphs are layers (section 1.1, Fig. 2), so its rules never separate a conv from its
+batchnorm or ReLU; the nodes here are single ops. SGs whose SplitInfo is empty (no split fits LB) merge with each other
 only where ``gb_bytes`` is given: section 3.6 suggests GB in place of LB to schedule what LB cannot
 hold, so rules (i) and (ii) then compare the splitting factors Algorithm 1 gives against GB
 (``gb_bytes``) for SGs none of which has a split fitting LB; an SG with a split fitting LB never
@@ -154,20 +153,18 @@ class _Grouper:
         """Is ``second`` an element-wise epilogue of the layer ``first`` ends with (section 1.1: a
         layer is an op with parameters and the auxiliary ops after it, e.g. conv, batchnorm and
         ReLU), joining it without rule (i)'s LB preconditions: no anchor of its own, every op of
-        the output shape of ``first``'s last anchor.
+        the output shape of ``first``'s last anchor, and (without ``single_anchor``) ``first``
+        ending with that anchor's layer (every op after the anchor of its shape).
 
-        With ``single_anchor`` (the CPU kernel generator, ``first`` holding one anchor) always:
-        that generator applies such ops to the register tile as it writes it back (section 4.1's
-        loop fusion), so they take no LB of their own; without this, a batch-8 MobileNetV2 kept
-        22 convs apart from their bias and ReLU6. Otherwise only when ``first``, ``second`` or
-        their union has no SplitInfo (no split fits LB) and ``first`` ends with its last anchor's
-        layer (every op after that anchor of its shape): rules (i) and (ii) then have no
-        splitting factors to compare (or refuse a union that has none), and the layer is what
-        remains to fuse (section 4.1's loop fusion within a layer). Left apart, each element-wise
-        op of it is a kernel that takes the whole tensor DDR -> LB -> DDR: MobileNetV2's
-        batchnorms and ReLU6s at 224x224, batch 128, where no split fits LB; ResNet-50's residual
-        adds and ReLUs at batch 64, where a bottleneck block and the add after it fit LB apart but
-        not together (the add's two inputs and its output, 3 x 1.6 MB per image at 28x28x512)."""
+        The paper's graph nodes are layers, so its rules never weigh a layer's element-wise ops
+        against its anchor; here they are ops of their own, and rule (i) would keep them apart
+        wherever the anchor's input is larger than its output (a strided conv: ``f(SG2) <
+        f(SG1)``) or the union fits no split where the parts do (ResNet-50's bottleneck block and
+        its residual add at batch 64: the add's two inputs and output, 3 x 1.6 MB per image at
+        28x28x512). Left apart, each such op is a kernel that takes the whole tensor DDR -> LB ->
+        DDR. With ``single_anchor`` (the CPU kernel generator, ``first`` holding one anchor) the
+        ops are applied to the register tile as it is written back (section 4.1's loop fusion);
+        on a DSA, section 4.1 fuses the loops within a layer."""
         ops = self.graph.ops
         if any(ops[op].anchor for op in second):
             return False
@@ -175,9 +172,7 @@ class _Grouper:
         if not anchors or (self.single_anchor and len(anchors) != 1):
             return False
         shape = ops[anchors[-1]].shape
-        if not self.single_anchor and (any(ops[op].shape != shape for op in first if op > anchors[-1])
-                                       or None not in (self.factor(first), self.factor(second),
-                                                       self.factor(first | second))):
+        if not self.single_anchor and any(ops[op].shape != shape for op in first if op > anchors[-1]):
             return False
         return all(ops[op].shape == shape for op in second)
 
