@@ -73,6 +73,19 @@ def test_a_convolution_on_the_matrix_unit_computes_the_reference(fusion, kernel,
     assert busy["mme"] > 0 and busy["vme"] == 0
 
 
+def test_a_strided_convolution_over_an_odd_row_width_computes_the_reference():
+    # A padded row of 17 columns does not split into two phases evenly: the phased LB copy is
+    # padded with zeros (transform_layout's pad_value), which no tap reads.
+    mod = _conv_relu((2, 16, 15, 15), 32, 3, stride=2)
+    rng = np.random.default_rng(1)
+    inputs = [rng.uniform(-1, 1, [int(d) for d in p.ty.shape]).astype("float32")
+              for p in mod["main"].params]
+    expected = run(tvm.compile(mod, target="llvm"), inputs)[0]
+    ex = _compiled(mod, "graphturbo")
+    np.testing.assert_allclose(run(ex, inputs)[0], expected, rtol=1e-4, atol=1e-4)
+    assert profile(ex, inputs, TARGET)["unit_busy"]["mme"] > 0
+
+
 def test_a_matrix_instruction_over_fewer_columns_costs_a_whole_one():
     # 10 calls of 16 x 14 x 16 (rows 56 wide): 35840 MACs, 140 cycles at 256 per cycle, but each
     # call is one 16 x 16 x 16 instruction of 16 cycles: 160.
