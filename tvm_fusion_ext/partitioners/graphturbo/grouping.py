@@ -11,8 +11,8 @@ lowers the number of SGs. A merge is allowed only by the rules:
 An SG of element-wise ops that follows an anchor's layer (its bias, batchnorm, activation,
 residual add) joins it without rule (i)'s LB preconditions (``_Grouper._epilogue``): the nodes of
 the paper's graphs are layers (section 1.1, Fig. 2), so its rules never separate a conv from its
-batchnorm or ReLU; the nodes here are single ops. SGs whose SplitInfo is empty (no split fits LB) merge with each other
-only where ``gb_bytes`` is given: section 3.6 suggests GB in place of LB to schedule what LB cannot
+batchnorm or ReLU; the nodes here are single ops. SGs whose SplitInfo is empty (no split fits
+LB) merge with each other only where ``gb_bytes`` is given: section 3.6 suggests GB in place of LB to schedule what LB cannot
 hold, so rules (i) and (ii) then compare the splitting factors Algorithm 1 gives against GB
 (``gb_bytes``) for SGs none of which has a split fitting LB; an SG with a split fitting LB never
 merges with one without. Merges that would create a cycle between SGs are refused, and so are merges of non-fusible
