@@ -45,7 +45,7 @@ from tvm import s_tir, tirx
 from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate, live_peak
 from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_reduction, try_primitive
-from .intrinsics import conv_columns, conv_operands, tensorize_func
+from .intrinsics import conv_columns, conv_operands, gemm_vars, tensorize_func
 from .kernel_model import (
     CORES,
     DOUBLE_BUFFER,
@@ -61,6 +61,7 @@ from .kernel_model import (
     sliced_scope,
 )
 from .layer_windows import LayerWindows, WindowTooSmall
+from .partial_tiles import matrix_efficiency
 from .simulator import kernel_cycles
 from .spec import DSASpec
 from .tir_helpers import (
@@ -360,6 +361,14 @@ class _LoopNest:
         self.conv_vars = {} if self.conv_shape is None else {
             conv.rows: self.conv_shape[0], conv.columns: self.conv_shape[1],
             conv.reduction: self.conv_shape[2]}
+        # The block vars of the matrix unit's rows, columns and reduction, and its instruction.
+        self.matrix_vars, self.instruction = None, None
+        if self.conv_shape is not None:
+            self.matrix_vars, self.instruction = (conv.rows, conv.columns, conv.reduction), self.conv_shape
+        elif self.matrix is not None:
+            found = gemm_vars(self.block)
+            self.matrix_vars = None if found is None else tuple(found[r] for r in "ijk")
+            self.instruction = self.matrix
         self.spatial_loops = len(spatial)
         if self.matrix is None:
             self.spatial = spatial[:outer]
@@ -398,10 +407,14 @@ class _LoopNest:
         convolution (1 for loops it does not constrain)."""
         return self.conv_vars.get(self.feeds[loop][0], 1)
 
-    def conv_fits(self, tile: dict[str, int]) -> bool:
-        """Whether the matrix unit can take this tile of a convolution (:meth:`conv_multiple`)."""
-        return all(tile.get(v, self.extent[v]) % self.conv_multiple(v) == 0 for v in self.order
-                   if v in self.feeds)
+    def matrix_efficiency(self, tile: dict[str, int], spec: DSASpec) -> float:
+        """The fraction of the matrix unit's work that the instructions covering one tile do
+        (:func:`.partial_tiles.matrix_efficiency`; 0 for a block it cannot take)."""
+        if self.matrix_vars is None:
+            return 0.0
+        dom = self.dom(tile)
+        return matrix_efficiency([dom.get(v, 1) for v in self.matrix_vars], self.instruction,
+                                 spec.matrix_shape)
 
     def ranked(self, cost) -> list[dict[str, int]]:
         """The feasible tiles (``cost`` not None), cheapest first."""
@@ -436,13 +449,12 @@ class _LoopNest:
 
 def _tile_choices(extents: list[int], matrix: tuple[int, ...] | None) -> list[tuple[int, ...]]:
     """Tile sizes per tiled loop: its divisors (multiples of the matrix unit's shape, ``matrix``
-    with one entry per loop, when every extent allows), at most :data:`MAX_TILE_OPTIONS` spread
+    with one entry per loop, where the extent has any; the others are partial tiles,
+    :mod:`.partial_tiles`), at most :data:`MAX_TILE_OPTIONS` spread
     from the smallest to the largest."""
     options = [divisors(e) for e in extents]
     if matrix is not None:
-        shaped = [[d for d in opts if d % m == 0] for opts, m in zip(options, matrix)]
-        if all(shaped):
-            options = shaped
+        options = [[d for d in opts if d % m == 0] or opts for opts, m in zip(options, matrix)]
     out = [()]
     for opts in options:
         if len(opts) > MAX_TILE_OPTIONS:
@@ -984,22 +996,13 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
     out_level = _level(block.writes[0].source.scope())
     iterations = math.prod(loops.extent.values())
     lat = spec.dma_latency_cycles
-    gemm = loops.matrix is not None and spec.matrix_shape is not None
     unit = spec.unit_for("vmac" if is_reduction(block) else "vector")
-    matrix = spec.unit_for("matrix") if gemm or loops.conv_shape else unit
-    # A convolution's instructions fill conv_shape[1] of the unit's columns.
-    conv_rate = matrix.ops_per_cycle * loops.conv_shape[1] / spec.matrix_shape[1] \
-        if loops.conv_shape else None
+    matrix = spec.unit_for("matrix") if loops.matrix_vars is not None else unit
 
     def rate(level: str, active: int):
         if level == "ddr":
             return spec.bytes_per_cycle("ddr") / active
         return spec.bytes_per_cycle("gb") / min(active, spec.cores_per_cluster)
-
-    def on_matrix(tile: dict[str, int]) -> bool:
-        dims = [*loops.spatial[-2:], *loops.reduce]
-        shape = [*spec.matrix_shape[2 - len(loops.spatial[-2:]):2], *spec.matrix_shape[2:][:len(loops.reduce)]]
-        return all(tile[v] % m == 0 for v, m in zip(dims, shape))
 
     sliced = _sliced_loops(loops)
 
@@ -1021,12 +1024,7 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
         load = chunks * sum(b / rate(level, active) + lat for b, level in staged)
         stall = chunks * sum(b / rate(level, active) for b, level in direct)
         store = out_bytes / rate(out_level, active) + lat
-        if gemm and on_matrix(tile):
-            ops_per_cycle = matrix.ops_per_cycle
-        elif conv_rate and loops.conv_fits(tile):
-            ops_per_cycle = conv_rate
-        else:
-            ops_per_cycle = unit.ops_per_cycle
+        ops_per_cycle = max(unit.ops_per_cycle, matrix.ops_per_cycle * loops.matrix_efficiency(tile, spec))
         compute = iterations / tiles / ops_per_cycle + stall
         if double and per_core > 1:
             return load + compute + store + (per_core - 1) * max(load, compute, store)

@@ -36,8 +36,9 @@ from tvm.script import tirx as T
 from ..tir_passes.analysis import block_names
 from .kernel_model import MATRIX_CALL_PREFIX, TILE
 from .layer_windows import LayerWindows
+from .partial_tiles import instruction_shape, outruns_vector_mac, split_partial_tiles
 from .spec import DSASpec
-from .tir_helpers import LB, vars_in
+from .tir_helpers import LB, new_schedule, vars_in
 
 _LOG = logging.getLogger(__name__)
 
@@ -148,12 +149,11 @@ def tensorize_func(func: tirx.PrimFunc, spec: DSASpec, loop_var=None,
     staged = LayerWindows(func, loop_var, windows)
 
     def attempt(sch, rvs, whole):
-        roles = _gemm_roles(sch, rvs[0])
-        if roles is None:
+        name = sch.get(rvs[0]).name_hint
+        if _gemm_roles(sch, rvs[0]) is None:
             conv = conv_operands(sch.get(rvs[0]))
-            return sch if conv is not None and _tensorize_conv(sch, rvs[0], conv, spec) else None
-        inner = _role_loops(sch, rvs[0], roles, shape)
-        return sch if inner is not None and _tensorize_loops(sch, rvs[0], inner, shape) else None
+            return None if conv is None else _tensorize_partial_conv(sch, name, conv, spec)
+        return _tensorize_partial(sch, name, gemm_vars(sch.get(rvs[0])), shape, False, spec)
 
     for name in [r.block.name_hint for r in realizes
                  if _gemm_roles_of(r) is not None or conv_operands(r.block) is not None]:
@@ -169,18 +169,22 @@ def _gemm_roles(sch, rv):
 def _gemm_roles_of(realize):
     """:func:`_gemm_roles` of one block realize."""
     block = realize.block
-    body = block.body
-    if not isinstance(body, tirx.BufferStore) or str(body.buffer.dtype) != "float32":
+    found = gemm_vars(block)
+    if found is None or any(load.source.scope() != LB for load in _operands(block)):
         return None
-    value = body.value
-    if not (isinstance(value, tirx.Add) and isinstance(value.b, tirx.Mul)
-            and isinstance(value.a, tvm.ir.TensorLoad) and value.a.source.same_as(body.buffer)):
+    binding = {iv.var.name: value for iv, value in zip(block.iter_vars, realize.iter_values)}
+    return {role: [v.name for v in vars_in(binding[var])] for role, var in found.items()}
+
+
+def gemm_vars(block) -> dict[str, str] | None:
+    """The block variables of the rows, columns and reduction (``i``, ``j``, ``k``) of a float32
+    ``C[.., i, j] += A[.., i, k] * B[.., k, j]``, else None."""
+    operands = _operands(block)
+    if operands is None:
         return None
-    a, b = value.b.a, value.b.b
-    if not (isinstance(a, tvm.ir.TensorLoad) and isinstance(b, tvm.ir.TensorLoad)):
-        return None
+    a, b = operands
     ivars = {iv.var.name: iv for iv in block.iter_vars}
-    c_idx = [i for i in body.indices]
+    c_idx = list(block.body.indices)
     if len(c_idx) < 2 or not all(isinstance(i, tvm.ir.Var) for i in c_idx[-2:]):
         return None
     vi, vj = c_idx[-2].name, c_idx[-1].name
@@ -192,14 +196,20 @@ def _gemm_roles_of(realize):
     vk = a_idx[-1].name
     if ivars.get(vk) is None or ivars[vk].iter_type != 2 or sum(iv.iter_type == 2 for iv in block.iter_vars) != 1:
         return None
-    if any(level != LB for level in (a.source.scope(), b.source.scope())):
+    return {"i": vi, "j": vj, "k": vk}
+
+
+def _operands(block):
+    """The loads ``A`` and ``B`` of a float32 update ``C = C + A * B``, else None."""
+    body = block.body
+    if not isinstance(body, tirx.BufferStore) or str(body.buffer.dtype) != "float32":
         return None
-    binding = {iv.var.name: value for iv, value in zip(block.iter_vars, realize.iter_values)}
-    roles = {}
-    for role, var in (("i", vi), ("j", vj), ("k", vk)):
-        loop_vars = [v.name for v in vars_in(binding[var])]
-        roles[role] = loop_vars
-    return roles
+    value = body.value
+    if not (isinstance(value, tirx.Add) and isinstance(value.b, tirx.Mul)
+            and isinstance(value.a, tvm.ir.TensorLoad) and value.a.source.same_as(body.buffer)):
+        return None
+    a, b = value.b.a, value.b.b
+    return (a, b) if isinstance(a, tvm.ir.TensorLoad) and isinstance(b, tvm.ir.TensorLoad) else None
 
 
 @dataclass(frozen=True)
@@ -321,10 +331,11 @@ def _var_names(indices) -> list[str] | None:
     return [i.name for i in indices] if all(isinstance(i, tvm.ir.Var) for i in indices) else None
 
 
-def _conv_loops(sch, rv, conv: ConvOperands, spec: DSASpec) -> tuple[dict, tuple] | None:
+def _conv_loops(sch, rv, conv: ConvOperands, spec: DSASpec, partial: bool = False) \
+        -> tuple[dict, tuple] | None:
     """The innermost loops feeding the rows, columns and reduction of convolution ``rv`` (as
-    :func:`_role_loops`) and the instruction shape; None when an operand is outside LB or an
-    extent does not divide."""
+    :func:`_role_loops`, ``partial`` included) and the instruction shape; None when an operand is
+    outside LB or an extent does not divide."""
     block = sch.get(rv)
     if any(region.source.scope() != LB for region in (*block.reads, *block.writes)):
         return None
@@ -336,57 +347,128 @@ def _conv_loops(sch, rv, conv: ConvOperands, spec: DSASpec) -> tuple[dict, tuple
     binding = {iv.var.name: value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
     roles = {role: [v.name for v in vars_in(binding[var])]
              for role, var in (("i", conv.rows), ("j", conv.columns), ("k", conv.reduction))}
-    inner = _role_loops(sch, rv, roles, shape)
+    inner = _role_loops(sch, rv, roles, shape, partial)
     return None if inner is None else (inner, shape)
 
 
 def _tensorize_conv(sch, rv, conv: ConvOperands, spec: DSASpec) -> bool:
     """Lay out the LB operands of convolution ``rv`` as row-major GEMM operands (module
-    docstring), split its rows, columns and reduction by the instruction shape, move those three
-    instruction loops below every other loop (kernel taps, unit loops) and tensorize; on
-    ``False`` the schedule may hold the steps made before the failure."""
+    docstring), then split and tensorize it as :func:`_tensorize_loops`; on ``False`` the
+    schedule may hold the steps made before the failure."""
     found = _conv_loops(sch, rv, conv, spec)
-    if found is None:
+    if found is None or not _conv_layout(sch, rv, conv):
         return False
     inner, shape = found
-    block = sch.get(rv)
-    reads = [region.source.name for region in block.reads]
+    return _tensorize_loops(sch, rv, inner, shape, conv.swapped)
+
+
+def _conv_layout(sch, rv, conv: ConvOperands) -> bool:
+    """Lay out the LB operands of convolution ``rv`` as row-major GEMM operands (module
+    docstring): ``X`` as ``[n, y, c, x]`` (in ``S`` phases per row for stride ``S``), ``W`` as
+    ``[r, s, f, c]`` and ``C`` as ``[n, y, f, x]``."""
+    reads = [region.source.name for region in sch.get(rv).reads]
+    stride = conv.stride
     try:
-        stride = conv.stride
         sch.transform_layout(rv, ("read", reads.index(conv.data)),
                              (lambda n, c, y, x: (n, y, c, x)) if stride == 1 else
                              (lambda n, c, y, x: (n, y, x % stride, c, x // stride)),
                              pad_value=None if stride == 1 else 0.0)
         sch.transform_layout(rv, ("read", reads.index(conv.weight)), lambda f, c, r, s: (r, s, f, c))
         sch.transform_layout(rv, ("write", 0), lambda n, f, y, x: (n, y, f, x))
-        parts = {}
-        for role, size in zip("ijk", shape):
-            extent = int(sch.get(inner[role]).extent)
-            parts[role] = sch.split(inner[role], [extent // size, size])
-        instruction = [parts[role][1] for role in "ijk"]
-        loops = sch.get_loops(rv)
-        first = min(next(p for p, lp in enumerate(loops) if _same_loop(sch, lp, parts[role][0]))
-                    for role in "ijk")
-        rest = [lp for lp in loops[first:] if not any(_same_loop(sch, lp, i) for i in instruction)]
-        sch.reorder(*rest, *instruction)
-        _decompose_below_tile(sch, rv)
-        sch.tensorize(parts["i"][1], register_matrix_intrin(shape, conv.swapped))
         return True
     except (s_tir.ScheduleError, ValueError, RuntimeError) as err:
-        _LOG.debug("matrix unit declined the convolution: %s", err)
+        _LOG.debug("matrix unit declined the convolution's layout: %s", err)
         return False
+
+
+def _tensorize_partial_conv(sch, name: str, conv: ConvOperands, spec: DSASpec):
+    """:func:`_tensorize_partial` of convolution ``name`` after :func:`_conv_layout`."""
+    rv = sch.get_sblock(name)
+    found = _conv_loops(sch, rv, conv, spec, partial=True)
+    if found is None or not _conv_layout(sch, rv, conv):
+        return None
+    roles = {"i": conv.rows, "j": conv.columns, "k": conv.reduction}
+    return _tensorize_partial(sch, name, roles, found[1], conv.swapped, spec)
+
+
+def _tensorize_partial(sch, name: str, roles: dict[str, str], shape, swapped: bool, spec: DSASpec):
+    """The schedule with block ``name`` on the matrix unit, tiles the instruction ``shape`` does
+    not divide included (:mod:`.partial_tiles`), or None where the unit would be slower than the
+    vector MAC unit or a step fails. ``roles``: the block variable of each role (``i``, ``j``,
+    ``k``).
+
+    The accumulator is initialised below the tile loop first, and the three role loops moved
+    below the block's other loops and made a block of their own (``blockize``): a role's index
+    inside it then starts at zero, where its offset outside (an instance of 197 rows) need not be
+    a multiple of the instruction. :func:`.partial_tiles.split_partial_tiles` then gives each
+    piece its own nest."""
+    rv = sch.get_sblock(name)
+    names = [iv.var.name for iv in sch.get(rv).iter_vars]
+    if roles is None or any(var not in names for var in roles.values()):
+        return None
+    inner = _loops_feeding(sch, rv, roles)
+    if inner is None or any(not isinstance(sch.get(lp).extent, tirx.IntImm) for lp in inner.values()):
+        return None
+    extents = [int(sch.get(inner[role]).extent) for role in "ijk"]
+    if not outruns_vector_mac(extents, shape, spec):
+        return None
+    first = min(_loop_index(sch, sch.get_loops(rv), inner[role]) for role in "ijk")
+    try:
+        _decompose_below_tile(sch, rv, first)
+        # the other loops below the first role loop (a convolution's taps, unit loops) go above
+        below = sch.get_loops(rv)[first:]
+        own = [lp for lp in below if any(_same_loop(sch, lp, inner[role]) for role in "ijk")]
+        if len(own) < len(below):
+            sch.reorder(*[lp for lp in below if not any(_same_loop(sch, lp, o) for o in own)], *own)
+        outer = sch.get(sch.blockize(own[0])).name_hint
+        # blockize names the inner block's variables ``<var>_i``
+        names = [iv.var.name for iv in sch.get(rv).iter_vars]
+        roles = {role: f"{var}_i" if f"{var}_i" in names else var for role, var in roles.items()}
+        func, names = split_partial_tiles(sch.mod["main"], outer, roles, shape)
+        sch = new_schedule(func)
+        for block in names:
+            rv = sch.get_sblock(block)
+            inner = _loops_feeding(sch, rv, roles)
+            part = instruction_shape([int(sch.get(inner[role]).extent) for role in "ijk"], shape)
+            if not _tensorize_loops(sch, rv, inner, part, swapped, decompose=False):
+                return None
+    except (s_tir.ScheduleError, ValueError, RuntimeError) as err:
+        _LOG.debug("matrix unit declined the partial tiles of %s: %s", name, err)
+        return None
+    return sch
+
+
+def _loops_feeding(sch, rv, roles: dict[str, str]) -> dict | None:
+    """The innermost loop feeding each role's block variable (``roles``: role -> variable name),
+    or None where one has none."""
+    realize = _realize(sch, rv)
+    loops = {sch.get(lp).loop_var.name: lp for lp in sch.get_loops(rv)}
+    binding = {iv.var.name: value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
+    out = {}
+    for role, var in roles.items():
+        fed = [v.name for v in vars_in(binding[var]) if v.name in loops]
+        if not fed:
+            return None
+        out[role] = loops[fed[-1]]
+    return out
+
+
+def _loop_index(sch, loops, loop) -> int:
+    return next(p for p, lp in enumerate(loops) if _same_loop(sch, lp, loop))
 
 
 def _same_loop(sch, a, b) -> bool:
     return sch.get_sref(a).same_as(sch.get_sref(b))
 
 
-def _decompose_below_tile(sch, rv) -> None:
+def _decompose_below_tile(sch, rv, deepest: int | None = None) -> None:
     """Initialise an accumulator once per tile: below the tile loop (the first loop, or the one
-    annotated as such below an instance loop), above any reduction chunk loop."""
+    annotated as such below an instance loop), above any reduction chunk loop, and above loop
+    ``deepest`` when given."""
     loops = sch.get_loops(rv)
     tiles = [p for p, lp in enumerate(loops) if TILE in (sch.get(lp).annotations or {})]
-    sch.decompose_reduction(rv, loops[(tiles[-1] if tiles else 0) + 1])
+    position = (tiles[-1] if tiles else 0) + 1
+    sch.decompose_reduction(rv, loops[position if deepest is None else min(position, deepest)])
 
 
 def _tensorize_one(sch, rv, roles, shape) -> bool:
@@ -395,9 +477,10 @@ def _tensorize_one(sch, rv, roles, shape) -> bool:
     return inner is not None and _tensorize_loops(sch, rv, inner, shape)
 
 
-def _role_loops(sch, rv, roles, shape) -> dict | None:
+def _role_loops(sch, rv, roles, shape, partial: bool = False) -> dict | None:
     """The innermost loop of each role (``i``, ``j``, ``k``), when each extent is a constant
-    multiple of the MME shape; ``None`` otherwise. Changes nothing."""
+    multiple of the MME shape (with ``partial`` any constant, :mod:`.partial_tiles`); ``None``
+    otherwise. Changes nothing."""
     loops = sch.get_loops(rv)
     by_var = {sch.get(lp).loop_var.name: lp for lp in loops}
     inner = {}
@@ -407,24 +490,30 @@ def _role_loops(sch, rv, roles, shape) -> dict | None:
             return None
         loop = candidates[-1]
         extent = sch.get(loop).extent
-        if not isinstance(extent, tirx.IntImm) or extent.value % size:  # symbolic: no fixed split
-            return None
+        if not isinstance(extent, tirx.IntImm) or (extent.value % size and not partial):
+            return None  # symbolic: no fixed split
         inner[role] = loop
     return inner
 
 
-def _tensorize_loops(sch, rv, inner, shape) -> bool:
-    """Split ``inner`` (:func:`_role_loops`) by the MME shape and tensorize; on ``False`` the
-    schedule may hold the splits made before the failure."""
+def _tensorize_loops(sch, rv, inner, shape, swapped: bool = False, decompose: bool = True) -> bool:
+    """Split ``inner`` (:func:`_role_loops`) by the instruction ``shape``, move the three
+    instruction loops below every other loop (a convolution's kernel taps, unit loops),
+    initialise the accumulator below the tile loop (unless ``decompose`` is False: done already)
+    and tensorize; on ``False`` the schedule may hold the splits made before the failure."""
     try:
         parts = {}
         for role, size in zip("ijk", shape):
             extent = int(sch.get(inner[role]).extent)
             parts[role] = sch.split(inner[role], [extent // size, size])
-        sch.reorder(parts["i"][0], parts["j"][0], parts["k"][0], parts["i"][1], parts["j"][1],
-                    parts["k"][1])
-        _decompose_below_tile(sch, rv)
-        sch.tensorize(parts["i"][1], register_matrix_intrin(shape))
+        instruction = [parts[role][1] for role in "ijk"]
+        loops = sch.get_loops(rv)
+        first = min(_loop_index(sch, loops, parts[role][0]) for role in "ijk")
+        rest = [lp for lp in loops[first:] if not any(_same_loop(sch, lp, i) for i in instruction)]
+        sch.reorder(*rest, *instruction)
+        if decompose:
+            _decompose_below_tile(sch, rv)
+        sch.tensorize(parts["i"][1], register_matrix_intrin(shape, swapped))
         return True
     except (s_tir.ScheduleError, ValueError, RuntimeError) as err:
         _LOG.debug("matrix unit declined: %s", err)
