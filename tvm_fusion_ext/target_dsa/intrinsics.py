@@ -432,7 +432,7 @@ def _tensorize_partial(sch, name: str, roles: dict[str, str], shape, swapped: bo
             part = instruction_shape([int(sch.get(inner[role]).extent) for role in "ijk"], shape)
             if not _tensorize_loops(sch, rv, inner, part, swapped, decompose=False):
                 return None
-    except (s_tir.ScheduleError, ValueError, RuntimeError) as err:
+    except (s_tir.ScheduleError, ValueError, TypeError, RuntimeError) as err:
         _LOG.debug("matrix unit declined the partial tiles of %s: %s", name, err)
         return None
     return sch

@@ -62,15 +62,19 @@ def split_partial_tiles(func: tirx.PrimFunc, outer: str, roles: dict[str, str], 
         while isinstance(stmt, tirx.For):
             loops.append(stmt)
             stmt = stmt.body
-        realize = stmt
-        inner = realize.block
+        if not isinstance(stmt, s_tir.SBlockRealize):
+            raise TypeError(f"block {outer} is not a chain of loops over one block")
+        realize, inner = stmt, stmt.block
         size = {iv.var.name: s for iv in inner.iter_vars for role, s in zip("ijk", shape)
                 if roles[role] == iv.var.name}
+        bound = [_bound_loop(loops, value) for value in realize.iter_values]
+        if None in bound:
+            raise ValueError(f"block {outer}'s variables are not each one of its loops")
         pieces = []
-        for loop in loops:
-            var = next(iv for iv, value in zip(inner.iter_vars, realize.iter_values)
-                       if isinstance(value, tirx.Var) and value.same_as(loop.loop_var))
-            extent, step = int(loop.extent), size.get(var.var.name, int(loop.extent))
+        for n, loop in enumerate(loops):
+            ivs = [iv for iv, m in zip(inner.iter_vars, bound) if m == n]
+            extent = int(loop.extent)
+            step = size.get(ivs[0].var.name, extent) if ivs else extent
             full = extent // step * step
             pieces.append([(0, extent)] if full in (0, extent) else [(0, full), (full, extent - full)])
         copies = []
@@ -98,7 +102,7 @@ def _piece(loops: list, realize, combo, name: str, buffers: dict):
     fresh_loops = [tirx.Var(loop.loop_var.name, loop.loop_var.ty.dtype) for loop in loops]
     uses, iter_vars, values = [], [], []
     for iv, value in zip(inner.iter_vars, realize.iter_values):
-        n = next(n for n, loop in enumerate(loops) if value.same_as(loop.loop_var))
+        n = _bound_loop(loops, value)
         offset, extent = combo[n]
         var = tirx.Var(iv.var.name, iv.var.ty.dtype)
         uses.append((iv.var, var + tirx.const(offset, iv.var.ty.dtype) if offset else var))
@@ -124,3 +128,8 @@ def _piece(loops: list, realize, combo, name: str, buffers: dict):
         stmt = tirx.For(var, tirx.const(0, var.ty.dtype), tirx.const(extent, var.ty.dtype), loop.kind,
                         stmt, loop.thread_binding, loop.annotations)
     return stmt
+
+
+def _bound_loop(loops: list, value) -> int | None:
+    """The position in ``loops`` of the loop whose variable ``value`` is, else None."""
+    return next((n for n, loop in enumerate(loops) if value.same_as(loop.loop_var)), None)
