@@ -397,8 +397,8 @@ def _tensorize_partial(sch, name: str, roles: dict[str, str], shape, swapped: bo
     vector MAC unit or a step fails. ``roles``: the block variable of each role (``i``, ``j``,
     ``k``).
 
-    The accumulator is initialised below the tile loop first, and the three role loops moved
-    below the block's other loops and made a block of their own (``blockize``): a role's index
+    The accumulator is initialised per tile first, and the three role loops moved below the
+    block's other loops and made a block of their own (``blockize``): a role's index
     inside it then starts at zero, where its offset outside (an instance of 197 rows) need not be
     a multiple of the instruction. :func:`.partial_tiles.split_partial_tiles` then gives each
     piece its own nest."""
@@ -412,9 +412,16 @@ def _tensorize_partial(sch, name: str, roles: dict[str, str], shape, swapped: bo
     extents = [int(sch.get(inner[role]).extent) for role in "ijk"]
     if not outruns_vector_mac(extents, shape, spec):
         return None
-    first = min(_loop_index(sch, sch.get_loops(rv), inner[role]) for role in "ijk")
+    loops = sch.get_loops(rv)
+    first = min(_loop_index(sch, loops, inner[role]) for role in "ijk")
+    # The accumulator is initialised above the first reduction loop below the tile loop (a
+    # chunk loop) or above the role loops, inside the loops that tile its rows and columns, so
+    # that it is allocated per tile.
+    reduction = loop_iter_types(sch, rv)
+    chunk = next((p for p in range(_below_tile(sch, loops), first)
+                  if reduction.get(sch.get(loops[p]).loop_var.name) == 2), first)
     try:
-        _decompose_below_tile(sch, rv, first)
+        sch.decompose_reduction(rv, loops[chunk])
         # the other loops below the first role loop (a convolution's taps, unit loops) go above
         below = sch.get_loops(rv)[first:]
         own = [lp for lp in below if any(_same_loop(sch, lp, inner[role]) for role in "ijk")]
@@ -461,14 +468,17 @@ def _same_loop(sch, a, b) -> bool:
     return sch.get_sref(a).same_as(sch.get_sref(b))
 
 
-def _decompose_below_tile(sch, rv, deepest: int | None = None) -> None:
+def _decompose_below_tile(sch, rv) -> None:
     """Initialise an accumulator once per tile: below the tile loop (the first loop, or the one
-    annotated as such below an instance loop), above any reduction chunk loop, and above loop
-    ``deepest`` when given."""
+    annotated as such below an instance loop), above any reduction chunk loop."""
     loops = sch.get_loops(rv)
+    sch.decompose_reduction(rv, loops[_below_tile(sch, loops)])
+
+
+def _below_tile(sch, loops) -> int:
+    """The position of the first loop below the tile loop (:func:`_decompose_below_tile`)."""
     tiles = [p for p, lp in enumerate(loops) if TILE in (sch.get(lp).annotations or {})]
-    position = (tiles[-1] if tiles else 0) + 1
-    sch.decompose_reduction(rv, loops[position if deepest is None else min(position, deepest)])
+    return (tiles[-1] if tiles else 0) + 1
 
 
 def _tensorize_one(sch, rv, roles, shape) -> bool:
