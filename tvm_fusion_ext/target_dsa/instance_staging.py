@@ -45,7 +45,7 @@ from tvm import s_tir, tirx
 from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate, live_peak
 from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_reduction, try_primitive
-from .intrinsics import conv_columns, conv_operands, gemm_vars, tensorize_func
+from .intrinsics import conv_columns, conv_operands, conv_roles, gemm_vars, tensorize_func
 from .kernel_model import (
     CORES,
     DOUBLE_BUFFER,
@@ -364,7 +364,8 @@ class _LoopNest:
         # The block vars of the matrix unit's rows, columns and reduction, and its instruction.
         self.matrix_vars, self.instruction = None, None
         if self.conv_shape is not None:
-            self.matrix_vars, self.instruction = (conv.rows, conv.columns, conv.reduction), self.conv_shape
+            self.matrix_vars = tuple(conv_roles(conv)[r] for r in "ijk")
+            self.instruction = self.conv_shape
         elif self.matrix is not None:
             found = gemm_vars(self.block)
             self.matrix_vars = None if found is None else tuple(found[r] for r in "ijk")

@@ -172,8 +172,7 @@ def _gemm_roles_of(realize):
     found = gemm_vars(block)
     if found is None or any(load.source.scope() != LB for load in _operands(block)):
         return None
-    binding = {iv.var.name: value for iv, value in zip(block.iter_vars, realize.iter_values)}
-    return {role: [v.name for v in vars_in(binding[var])] for role, var in found.items()}
+    return _feeding(realize, found)
 
 
 def gemm_vars(block) -> dict[str, str] | None:
@@ -273,6 +272,11 @@ def conv_operands(block) -> ConvOperands | None:
     return None
 
 
+def conv_roles(conv: ConvOperands) -> dict[str, str]:
+    """The block variables of a convolution's matrix-unit rows, columns and reduction."""
+    return {"i": conv.rows, "j": conv.columns, "k": conv.reduction}
+
+
 def _tap(weight_index, data_index, out: str) -> tuple[str, int] | None:
     """The tap variable of one window dimension and its stride ``S`` (``W[.., r]`` and
     ``X[.., y * S + r]``), ``""`` for a unit window (``W[.., 0]`` and ``X[.., y * S]``), else None."""
@@ -343,10 +347,7 @@ def _conv_loops(sch, rv, conv: ConvOperands, spec: DSASpec, partial: bool = Fals
     if columns is None:
         return None
     shape = (spec.matrix_shape[0], columns, spec.matrix_shape[2])
-    realize = _realize(sch, rv)
-    binding = {iv.var.name: value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
-    roles = {role: [v.name for v in vars_in(binding[var])]
-             for role, var in (("i", conv.rows), ("j", conv.columns), ("k", conv.reduction))}
+    roles = _feeding(_realize(sch, rv), conv_roles(conv))
     inner = _role_loops(sch, rv, roles, shape, partial)
     return None if inner is None else (inner, shape)
 
@@ -387,8 +388,7 @@ def _tensorize_partial_conv(sch, name: str, conv: ConvOperands, spec: DSASpec):
     found = _conv_loops(sch, rv, conv, spec, partial=True)
     if found is None or not _conv_layout(sch, rv, conv):
         return None
-    roles = {"i": conv.rows, "j": conv.columns, "k": conv.reduction}
-    return _tensorize_partial(sch, name, roles, found[1], conv.swapped, spec)
+    return _tensorize_partial(sch, name, conv_roles(conv), found[1], conv.swapped, spec)
 
 
 def _tensorize_partial(sch, name: str, roles: dict[str, str], shape, swapped: bool, spec: DSASpec):
@@ -403,11 +403,11 @@ def _tensorize_partial(sch, name: str, roles: dict[str, str], shape, swapped: bo
     a multiple of the instruction. :func:`.partial_tiles.split_partial_tiles` then gives each
     piece its own nest."""
     rv = sch.get_sblock(name)
-    names = [iv.var.name for iv in sch.get(rv).iter_vars]
-    if roles is None or any(var not in names for var in roles.values()):
+    variables = [iv.var.name for iv in sch.get(rv).iter_vars]
+    if roles is None or any(var not in variables for var in roles.values()):
         return None
-    inner = _loops_feeding(sch, rv, roles)
-    if inner is None or any(not isinstance(sch.get(lp).extent, tirx.IntImm) for lp in inner.values()):
+    inner = _loops_feeding(sch, rv, roles, shape)
+    if inner is None:
         return None
     extents = [int(sch.get(inner[role]).extent) for role in "ijk"]
     if not outruns_vector_mac(extents, shape, spec):
@@ -429,13 +429,13 @@ def _tensorize_partial(sch, name: str, roles: dict[str, str], shape, swapped: bo
             sch.reorder(*[lp for lp in below if not any(_same_loop(sch, lp, o) for o in own)], *own)
         outer = sch.get(sch.blockize(own[0])).name_hint
         # blockize names the inner block's variables ``<var>_i``
-        names = [iv.var.name for iv in sch.get(rv).iter_vars]
-        roles = {role: f"{var}_i" if f"{var}_i" in names else var for role, var in roles.items()}
-        func, names = split_partial_tiles(sch.mod["main"], outer, roles, shape)
+        variables = [iv.var.name for iv in sch.get(rv).iter_vars]
+        roles = {role: f"{var}_i" if f"{var}_i" in variables else var for role, var in roles.items()}
+        func, pieces = split_partial_tiles(sch.mod["main"], outer, roles, shape)
         sch = new_schedule(func)
-        for block in names:
+        for block in pieces:
             rv = sch.get_sblock(block)
-            inner = _loops_feeding(sch, rv, roles)
+            inner = _loops_feeding(sch, rv, roles, shape)
             part = instruction_shape([int(sch.get(inner[role]).extent) for role in "ijk"], shape)
             if not _tensorize_loops(sch, rv, inner, part, swapped, decompose=False):
                 return None
@@ -445,19 +445,15 @@ def _tensorize_partial(sch, name: str, roles: dict[str, str], shape, swapped: bo
     return sch
 
 
-def _loops_feeding(sch, rv, roles: dict[str, str]) -> dict | None:
-    """The innermost loop feeding each role's block variable (``roles``: role -> variable name),
-    or None where one has none."""
-    realize = _realize(sch, rv)
-    loops = {sch.get(lp).loop_var.name: lp for lp in sch.get_loops(rv)}
+def _loops_feeding(sch, rv, roles: dict[str, str], shape) -> dict | None:
+    """:func:`_role_loops` (``partial``) of the block variables ``roles`` (role -> name)."""
+    return _role_loops(sch, rv, _feeding(_realize(sch, rv), roles), shape, partial=True)
+
+
+def _feeding(realize, roles: dict[str, str]) -> dict[str, list[str]]:
+    """The loop variables each role's block variable (``roles``: role -> name) is bound to."""
     binding = {iv.var.name: value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
-    out = {}
-    for role, var in roles.items():
-        fed = [v.name for v in vars_in(binding[var]) if v.name in loops]
-        if not fed:
-            return None
-        out[role] = loops[fed[-1]]
-    return out
+    return {role: [v.name for v in vars_in(binding[var])] for role, var in roles.items()}
 
 
 def _loop_index(sch, loops, loop) -> int:
