@@ -25,7 +25,7 @@ from tvm_fusion_ext.partitioners.graphturbo import (
 )
 from tvm_fusion_ext.partitioners.graphturbo.dim_maps import split_maps
 from tvm_fusion_ext.partitioners.graphturbo.grouping import Grouping
-from tvm_fusion_ext.partitioners.graphturbo.partitioner import chain_splits, chains, plan
+from tvm_fusion_ext.partitioners.graphturbo.partitioner import chain_split, chain_splits, chains, plan
 from tvm_fusion_ext.partitioners.graphturbo.split_info import recompute_ratio
 
 F32 = 4
@@ -286,19 +286,39 @@ def test_sgs_no_split_of_which_fits_lb_are_grouped_against_gb():
 def test_a_chain_of_sgs_grouped_against_gb_is_one_kernel_of_one_planned_instance():
     """The two SGs grouped against GB above form a straight chain whose GB splits line up along
     the images, so they run as one kernel (Fig. 3(b)'s depth-first order, its instances sized for
-    GB, section 3.6); its plan keeps one instance (the kernel generator picks the instance count)
-    and the LB instances Algorithm 3 orders are those without the chain. Without a GB the SGs
-    have nothing to chain by."""
+    GB, section 3.6); the classifier after them, whose split fits LB, joins the chain too and
+    runs at its instances (they fit GB as well). The plan keeps the classifier's one instance
+    (the kernel generator picks the instance count). Without a GB the SGs have nothing to chain
+    by."""
     g = _inverted_residual()
     grouping = group_subgraphs(g, lb_bytes=1 << 10, gb_bytes=3 << 20)
-    assert chains(g, grouping) == [[0], [1, 2], [3]]
-    assert chain_splits(g, grouping, [[0], [1, 2], [3]]) == grouping.best
+    assert chains(g, grouping) == [[0], [1, 2, 3]]
+    assert chain_splits(g, grouping, [[0], [1, 2, 3]]) == grouping.best
     names = [op.name for op in g.ops]
     block = plan(g, grouping, 8, names, chain=True)
-    assert block.chains == [[0], [1, 2], [3]]
-    kernel = block.kernels[tuple(names[1:7])]
-    assert (kernel.instances, kernel.output_shape) == (1, (8, 16, 1, 1))
+    assert block.chains == [[0], [1, 2, 3]]
+    kernel = block.kernels[tuple(names[1:8])]
+    assert (kernel.instances, kernel.output_shape) == (1, (8, 4, 1, 1))
     assert chains(g, group_subgraphs(g, lb_bytes=1 << 10)) == [[sg] for sg in range(6)]
+
+
+def test_a_chain_through_gb_falls_back_to_the_images_when_its_last_split_recomputes():
+    """A GB-sized SG (a projection, then the next block's expansion and ReLU; section 3.6) feeding
+    a depthwise conv whose LB split runs along the channels: along the channels every instance
+    would need the whole projection (its output channels are contracted by the expansion), so
+    the chain is split along the images instead, as many instances as the larger factor."""
+    b = _Builder()
+    x = b.add("x", (8, 16, 32, 32), fusible=False)
+    project = b.conv("project", (8, 16, 32, 32), x)
+    relu = b.add("relu", (8, 64, 32, 32), [b.conv("expand", (8, 64, 32, 32), project)])
+    b.add("dw", (8, 64, 32, 32), [relu], window={2: 2, 3: 2}, anchor=True)
+    b.ops[-1].is_output = True
+    g = b.graph()
+    grouping = Grouping([[0], [1, 2, 3], [4]], [None, None, Split(1, 1, 8, 1)], {},
+                        [None, Split(1, 1, 4, 0), None])
+    assert chain_split(g, grouping, [1, 2]) == {1: Split(1, 1, 8, 0), 2: Split(1, 1, 8, 0)}
+    lb_only = Grouping(grouping.groups, [None, Split(1, 1, 4, 0), Split(1, 1, 8, 1)], {}, [])
+    assert chain_split(g, lb_only, [1, 2]) is None  # an LB chain keeps its last SG's dimension
 
 
 def test_cpu_grouping_keeps_computing_ops_out_of_a_matmuls_prologue():

@@ -1,5 +1,10 @@
 """The DSA backend (target key ``"dsa"``: the ``dsa/<name>`` tags of :mod:`tvm_fusion_ext.target_dsa`).
 
+Graph: batch norms after convs folded into the conv weights
+(:class:`~tvm_fusion_ext.relax_passes.fold_batch_norm.FoldBatchNormIntoConv`, as on CPUs and GPUs),
+for every strategy: the simulated vector unit would otherwise spend four operations per element
+on each batch norm that an inference compiler removes (TVM's Relay ``SimplifyInference`` and
+``FoldScaleAxis`` did the same).
 Scheduling: MetaSchedule records (``tuned``), then the DSA staging schedule
 (:class:`~tvm_fusion_ext.target_dsa.schedule.DSASchedule`: LB/GB scopes, DMA, tiles bound to cores,
 matrix unit), :class:`~tvm_fusion_ext.target_dsa.pipeline.SeparateWideBuffers` (LB/GB buffers of
@@ -16,6 +21,7 @@ import tvm
 from tvm import relax
 from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
 
+from ..relax_passes.fold_batch_norm import FoldBatchNormIntoConv
 from ..target_dsa.pipeline import AnnotateKernelModel, SeparateWideBuffers
 from ..target_dsa.schedule import DSASchedule
 from ..target_dsa.target import spec_of_target
@@ -25,8 +31,8 @@ from .registry import register_backend
 @register_backend("dsa")
 class DSABackend:
     def graph_passes(self, target: tvm.target.Target) -> list:
-        """None: the DSA's simulated figures are measured on the graph as imported."""
-        return []
+        """Batch norms after convs folded into the conv weights (module docstring)."""
+        return [FoldBatchNormIntoConv()]
 
     def schedule_passes(self, target: tvm.target.Target, policy: str) -> list:
         spec = spec_of_target(target)

@@ -44,6 +44,7 @@ from tvm import s_tir, tirx
 
 from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate, live_peak
+from ..partitioners.graphturbo.split_info import MAX_RECOMPUTE_RATIO
 from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_reduction, try_primitive
 from .intrinsics import conv_columns, conv_operands, conv_roles, gemm_vars, tensorize_func
 from .kernel_model import (
@@ -62,7 +63,7 @@ from .kernel_model import (
 )
 from .layer_windows import LayerWindows, WindowTooSmall
 from .partial_tiles import matrix_efficiency
-from .simulator import kernel_cycles
+from .simulator import fits, kernel_cycles
 from .spec import DSASpec
 from .tir_helpers import (
     DDR,
@@ -553,6 +554,24 @@ def _gemm_like(block) -> bool:
 
 def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
                  instances: int = 1, stitch_runs: bool = False, windows: bool = True) -> tirx.PrimFunc:
+    """:func:`_stage_layer_form`, and again with the layer outputs that form kept in LB (an
+    epilogue's GEMM output, a stitched run's inner outputs) left out of the GB allocation, when
+    the first spilled others to DDR: section 4.3 allocates GB among the tensors that leave LB,
+    and which do is known only once the layers are tiled. The faster of the two that fit."""
+    first, levels = _stage_layer_form(func, spec, plan, instances, stitch_runs, windows)
+    resident = frozenset(name for name, level in levels.items() if level == "lb")
+    if not resident or "ddr" not in levels.values():
+        return first
+    again, _ = _stage_layer_form(func, spec, plan, instances, stitch_runs, windows, resident)
+    models = [kernel_model(f) for f in (first, again)]
+    ranked = sorted(zip(models, (first, again)), key=lambda item: (
+        not fits(item[0], spec, reuse=True), kernel_cycles(item[0], spec)))
+    return ranked[0][1]
+
+
+def _stage_layer_form(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
+                      instances: int = 1, stitch_runs: bool = False, windows: bool = True,
+                      lb_resident: frozenset[str] = frozenset()) -> tuple[tirx.PrimFunc, dict[str, str]]:
     """The sub-graph with every layer bound to all cores (section 3.4's binding across the
     "other parallelizable dimensions"): inside an optional loop over ``instances`` of the plan's
     dimension (annotated ``dsa.instances``), each block is one phase tiled over the cores
@@ -569,7 +588,9 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
 
     The layers are staged one :class:`.layer_windows.LayerWindows` window at a time (the same
     function as staging them on the whole function, ``windows=False``, at a cost per layer that
-    does not grow with the number of layers)."""
+    does not grow with the number of layers). The layer outputs named in ``lb_resident`` take no
+    GB (:func:`_layer_scopes`): they are expected to stay in LB, and go to DDR if they do not.
+    Returns the staged function and the level each layer output ended in."""
     sch = _inlined_schedule(func)
     in_gb = gb_scoped_tensors(func, plan)
     gb_writers = {b.name_hint for b in leaf_blocks(sch.mod["main"])
@@ -598,11 +619,14 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
         sch.annotate(outer, INSTANCES, 1)
         sch.annotate(outer, DOUBLE_BUFFER, int(double))
         depth = 1
-    scopes, gb_peak = _layer_scopes(sch, spec)
+    before = {sch.get(rv).name_hint: sch.get(rv).writes[0].source.name for rv in _block_rvs(sch)}
+    scopes, gb_peak = _layer_scopes(sch, spec, lb_resident)
     for name, scope in scopes.items():
         sch.set_scope(sch.get_sblock(name), 0, scope)
     layers = _block_rvs(sch)  # the promotions below stay outside the layers' tiles
     exchanged = frozenset(b.name for b in alloc_buffers(sch.mod["main"]))  # the layer outputs
+    renamed = {sch.get(rv).writes[0].source.name: before[sch.get(rv).name_hint] for rv in layers
+               if sch.get(rv).writes[0].source.name in exchanged}  # after set_scope -> before
     budget = _promote_anchor_weights(sch, params, spec.gb_bytes - gb_peak, depth, spec)
     if outer is not None:
         sch = _promote_gemm_activations(sch, layers, outer, budget, instances, double)
@@ -612,7 +636,18 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     staged = LayerWindows(sch.mod["main"], None if outer is None else sch.get(outer).loop_var, windows)
 
     def stitched(trial, rvs, whole):
-        return _stage_stitched(trial, rvs, spec, depth, double, exchanged, whole)
+        whole_run = _stage_stitched(trial, rvs, spec, depth, double, exchanged, whole)
+        if whole_run is not None:
+            return whole_run
+        changed = None
+        for runs in _windowed_runs(trial, rvs):
+            for run in runs:  # the longest first
+                found = _stage_stitched(changed or trial, run, spec, depth, double, exchanged,
+                                        whole, halo=True)
+                if found is not None:
+                    changed = found
+                    break
+        return changed
 
     def tiled(trial, rvs, whole):
         if len(trial.get_loops(rvs[0])) > depth and not _tiled(trial, rvs[0]):
@@ -623,8 +658,11 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
         staged.stage(group, stitched)
     for name in names:
         staged.stage([name], tiled)
+    # A layer output moved to LB (set_scope) is renamed; one still under its name left LB.
+    kept = {b.name: level_of(b.scope()) for b in alloc_buffers(staged.func)}
+    levels = {original: kept.get(name, "lb") for name, original in renamed.items()}
     loop_var = None if outer is None else sch.get(outer).loop_var
-    return _promote_per_cluster(_tensorize(staged.func, spec, loop_var, windows), spec)
+    return _promote_per_cluster(_tensorize(staged.func, spec, loop_var, windows), spec), levels
 
 
 def gb_scoped_tensors(func: tirx.PrimFunc, plan: SubgraphPlan) -> set[str]:
@@ -664,6 +702,40 @@ def _stitch_groups(sch: s_tir.Schedule, layers: list, depth: int, gb_writers: se
     return [run for run in runs if len(run) > 1]
 
 
+def _windowed_runs(sch: s_tir.Schedule, run: list) -> list[list[list]]:
+    """The shorter runs tried where a run of :func:`_stitch_groups` does not stitch whole: a
+    windowed reduction without a contraction (:func:`windows_only`: a depthwise convolution, a
+    pooling) with the element-wise layer feeding it (its padding, with the previous layer's
+    epilogue inlined), and with the element-wise layer after it where there is one (its own
+    epilogue), longest first. Stitched, its padded input lives in LB one band of rows at a time
+    and never as a whole tensor (section 4.2, Fig. 10)."""
+    found = []
+    for k in range(1, len(run)):
+        producer, reduction = sch.get(run[k - 1]), sch.get(run[k])
+        if is_reduction(producer) or not windows_only(reduction, producer):
+            continue
+        if any(run[k - 1] in r for runs in found for r in runs):
+            continue
+        after = run[k + 1] if k + 1 < len(run) and not is_reduction(sch.get(run[k + 1])) else None
+        found.append(([[run[k - 1], run[k], after]] if after is not None else [])
+                     + [[run[k - 1], run[k]]])
+    return found
+
+
+def windows_only(consumer, producer) -> bool:
+    """Whether reduction ``consumer`` reads ``producer``'s output along windows only: every
+    index moves with a spatial variable (a depthwise convolution or a pooling), so a tile of the
+    consumer needs a band of the producer's rows, not all of it (a convolution's input channel,
+    indexed by a reduction variable alone, is a contraction over the whole axis)."""
+    if not is_reduction(consumer):
+        return False
+    written = producer.writes[0].source
+    spatial = {iv.var.name for iv in consumer.iter_vars if iv.iter_type == 0}
+    regions = [r for r in consumer.reads if r.source.same_as(written)]
+    return bool(regions) and all(any(v.name in spatial for v in vars_in(rng.min))
+                                 for r in regions for rng in r.region)
+
+
 def _feeds_only(sch: s_tir.Schedule, producer, consumer, params: set[str], gb_writers: set[str]) -> bool:
     """Whether ``producer``'s output may stay in LB for ``consumer`` (:func:`_stitch_groups`)."""
     out = sch.get(producer).writes[0].source
@@ -677,7 +749,8 @@ def _feeds_only(sch: s_tir.Schedule, producer, consumer, params: set[str], gb_wr
 
 
 def _stage_stitched(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int, double: bool,
-                    exchanged: frozenset, whole: bool = True) -> s_tir.Schedule | None:
+                    exchanged: frozenset, whole: bool = True, halo: bool = False
+                    ) -> s_tir.Schedule | None:
     """One run of :func:`_stitch_groups` as one phase: the last layer tiled along its outermost
     spatial loop only (Algorithm 4's plain binding: cores along the outer dimension, the others
     whole), every earlier layer ``compute_at`` into that tile loop with its output in LB, their
@@ -687,9 +760,14 @@ def _stage_stitched(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int,
     the run is recomputed (the layers' bindings match: each tile needs only its own slice of
     every tensor of the run) and the tile loop fits LB; the one with the fewest simulated cycles
     wins if it beats the layers tiled on their own (:func:`_unstitched_cycles`), else None.
-    ``whole``: whether ``sch`` holds the whole function (:func:`_tile_layer`)."""
+    ``whole``: whether ``sch`` holds the whole function (:func:`_tile_layer`).
+
+    With ``halo`` (a windowed run, :func:`_windowed_runs`) the tile also splits the rows (the two
+    outermost spatial loops), the element-wise layers recompute the halo rows their consumer's
+    window needs (at most section 3.1's :data:`MAX_RECOMPUTE_RATIO` of their work; a reduction is
+    never recomputed), and read their inputs' halo in place (:func:`_stage_member_operands`)."""
     last = group[-1]
-    loops = _LoopNest(sch, last, depth, spec, batches=True, outer=1)
+    loops = _LoopNest(sch, last, depth, spec, batches=True, outer=2 if halo else 1)
     if not loops.spatial:
         return None
     cost = _layer_cost(loops, spec, double)
@@ -722,11 +800,11 @@ def _stage_stitched(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int,
                                                       preserve_unit_loops=True)
                                         for rv in reversed(group[:-1])):
             continue
-        if any(_iterations(trial, rv) != domain[trial.get(rv).name_hint] for rv in group[:-1]):
+        if any(not _recomputes_within(trial, rv, domain, halo) for rv in group[:-1]):
             continue  # a layer recomputed per tile: the bindings do not match
         try:
             for rv in group[:-1]:
-                _stage_member_operands(trial, rv, spec, tile_loop, budget)
+                _stage_member_operands(trial, rv, spec, tile_loop, budget, halo)
             model = kernel_model(enclosing_only(trial.mod["main"], trial.get(tile_loop)))
         except (s_tir.ScheduleError, RuntimeError, ValueError, TypeError):
             continue  # a staged region with symbolic bounds (a reshape across the tile rows)
@@ -766,6 +844,15 @@ def _unstitched_cycles(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: i
         return -math.inf
 
 
+def _recomputes_within(sch: s_tir.Schedule, rv, domain: dict, halo: bool) -> bool:
+    """Whether stitched layer ``rv`` runs its ``domain`` iterations exactly, or with ``halo`` an
+    element-wise layer at most :data:`MAX_RECOMPUTE_RATIO` times them (its halo rows)."""
+    done, needed = _iterations(sch, rv), domain[sch.get(rv).name_hint]
+    if done is None or needed is None or done == needed:
+        return done == needed
+    return halo and not is_reduction(sch.get(rv)) and done <= MAX_RECOMPUTE_RATIO * needed
+
+
 def _iterations(sch: s_tir.Schedule, rv) -> int | None:
     """Iterations of block ``rv`` over all its loops (None when an extent is not constant)."""
     extents = [sch.get(lp).extent for lp in sch.get_loops(rv)]
@@ -774,15 +861,20 @@ def _iterations(sch: s_tir.Schedule, rv) -> int | None:
     return math.prod(int(e) for e in extents)
 
 
-def _stage_member_operands(sch: s_tir.Schedule, rv, spec: DSASpec, tile_loop, budget: int) -> None:
+def _stage_member_operands(sch: s_tir.Schedule, rv, spec: DSASpec, tile_loop, budget: int,
+                           halo: bool = False) -> None:
     """A stitched layer's operands outside LB into LB: an anchor's per chunk
-    (:func:`_stage_anchor_operands`), an element-wise layer's per tile."""
+    (:func:`_stage_anchor_operands`), an element-wise layer's per tile; with ``halo`` an
+    element-wise layer reads a halo region (:func:`clipped_vars`) in place, each element once
+    (its staged copy would be allocated at the whole axis, :class:`_LayerReads`)."""
     block = sch.get(rv)
     if is_reduction(block):
         _stage_anchor_operands(sch, rv, spec, tile_loop, budget)
         return
     written = block.writes[0].source
     for region in block.reads:
+        if halo and clipped_vars(block, region):
+            continue
         if region.source.scope() != LB and not region.source.same_as(written) \
                 and not read_in_place(block, region):
             copy = sch.cache_read(rv, _read_index(sch, rv, region.source.name), LB, consumer_blocks=[rv])
@@ -867,10 +959,11 @@ def _promote_gemm_activations(sch: s_tir.Schedule, layers: list, outer, budget: 
     return sch
 
 
-def _layer_scopes(sch, spec: DSASpec) -> tuple[dict[str, str], int]:
-    """Scope of each layer output (by the block writing it): GB, or DDR for the longest-lived
-    ones when the live ones exceed GB (section 4.3 with LB out of the picture); and the live peak
-    of those in GB."""
+def _layer_scopes(sch, spec: DSASpec, lb_resident: frozenset[str] = frozenset()
+                  ) -> tuple[dict[str, str], int]:
+    """Scope of each layer output but those in ``lb_resident`` (by the block writing it): GB, or
+    DDR for the longest-lived ones when the live ones exceed GB (section 4.3 with LB out of the
+    picture); and the live peak of those in GB."""
     compacted = compact_buffers(sch.mod["main"])
     leaves = leaf_blocks(compacted)
     allocated = {b.name: buffer_bytes(b) for b in alloc_buffers(compacted)}
@@ -880,7 +973,7 @@ def _layer_scopes(sch, spec: DSASpec) -> tuple[dict[str, str], int]:
         for region in leaf.writes:
             writer.setdefault(region.source.name, leaf.name_hint)
     tensors = [Tensor(n, size, first.get(n, 0), last.get(n, 0)) for n, size in allocated.items()
-               if n in writer]
+               if n in writer and n not in lb_resident]
     placed = allocate(tensors, len(leaves), 0, spec.gb_bytes)
     peak = live_peak(tensors, placed.level, len(leaves), "GB")
     return {writer[n]: GB if level == "GB" else DDR for n, level in placed.level.items()}, peak

@@ -299,13 +299,32 @@ def chain_split(tg: TurboGraph, grouping: Grouping, sgs: list[int]) -> dict[int,
     instance fits LB), reaching each SG's output along one of its dimensions with no halo
     (:func:`propagate`) - which need not be the SG's own BestSplit dimension - and recomputing at
     most section 3.1's :data:`MAX_RECOMPUTE_RATIO` of the chain's FLOPs. None if there is none.
-    A chain of SGs none of which has an LB split is split by their BestSplits against GB
-    (section 3.6, ``grouping.gb_best``): its instances fit GB."""
-    best = [(grouping.gb_best if _in_gb(grouping, sgs) else grouping.best)[sg] for sg in sgs]
+    A chain of SGs some of which have no LB split (:func:`_in_gb`) is split by their BestSplits
+    against GB (section 3.6, ``grouping.gb_best``), the others' by theirs against LB: its
+    instances fit GB, and where the last SG's dimension has no such split, the outermost one
+    (the images of a batch: no halo, nothing recomputed) is tried too, with at most as many
+    instances as it has indices."""
+    in_gb = _in_gb(grouping, sgs)
+    best = [grouping.gb_best[sg] if in_gb and grouping.best[sg] is None else grouping.best[sg]
+            for sg in sgs]
     members = sorted(op for sg in sgs for op in grouping.groups[sg])
     if any(b is None for b in best) or not all(tg.ops[op].fusible for op in members):
         return None
-    dim, count = best[-1].dim, max(b.factor for b in best)
+    count = max(b.factor for b in best)
+    dims = [best[-1].dim] + ([0] if in_gb and best[-1].dim != 0 else [])
+    for dim in dims:
+        outermost = int(tg.ops[output_op(tg, grouping.groups[sgs[-1]])].shape[dim])
+        found = _chain_split_along(tg, grouping, sgs, best, members, dim,
+                                   min(count, outermost) if dim != best[-1].dim else count)
+        if found is not None:
+            return found
+    return None
+
+
+def _chain_split_along(tg: TurboGraph, grouping: Grouping, sgs: list[int], best: list[Split],
+                       members: list[int], dim: int, count: int) -> dict[int, Split] | None:
+    """:func:`chain_split` along dimension ``dim`` of the last SG's output in ``count``
+    instances, or None."""
     if len(sgs) > 1 and recompute_ratio(tg, members, dim, count) > MAX_RECOMPUTE_RATIO:
         return None
     state = propagate(tg, members, dim, count)
@@ -350,11 +369,14 @@ def layers(tg: TurboGraph, ops: list[int]) -> list[list[int]]:
 
 
 def _in_gb(grouping: Grouping, sgs: list[int]) -> bool:
-    """Whether the SGs ``sgs`` have no split fitting LB and a BestSplit against GB each (section
-    3.6): their chain's instances are sized for GB, and the kernel generator picks the instance
-    count (``target_dsa/instance_schedule.py``), so the chain keeps one instance in the plan."""
-    return bool(grouping.gb_best) and all(grouping.best[sg] is None and grouping.gb_best[sg] is not None
-                                          for sg in sgs)
+    """Whether some of the SGs ``sgs`` have no split fitting LB, each of those with a BestSplit
+    against GB (section 3.6): their chain's instances are sized for GB (an SG that has an LB split
+    runs at the chain's coarser instances, which fit GB too), and the kernel generator picks the
+    instance count (``target_dsa/instance_schedule.py``)."""
+    if not grouping.gb_best:
+        return False
+    gb = [sg for sg in sgs if grouping.best[sg] is None]
+    return bool(gb) and all(grouping.gb_best[sg] is not None for sg in gb)
 
 
 def _anchors(tg: TurboGraph, ops: list[int]) -> int:
