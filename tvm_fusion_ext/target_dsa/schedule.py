@@ -40,7 +40,7 @@ from ..tir_passes.unchecked import unchecked_primitives
 from .instance_schedule import bar_candidates, bar_plans, schedule_subgraph, schedule_subgraph_from
 from .instance_staging import Unsupported
 from .intrinsics import conv_columns, conv_operands, loop_iter_types, tensorize_contractions
-from .kernel_model import CORES, DOUBLE_BUFFER, TILE, indexed_by_data, kernel_model, level_of, total_ops
+from .kernel_model import CORES, DOUBLE_BUFFER, TILE, kernel_model, level_of, read_in_place, total_ops
 from .simulator import fits, kernel_cycles
 from .spec import DSASpec
 from .tir_helpers import GB, LB, alloc_buffers, new_schedule
@@ -504,12 +504,16 @@ def _single_output_block(sch: s_tir.Schedule):
 
 
 def _cache_inputs(sch: s_tir.Schedule, params: set) -> None:
+    """Every kernel input a block reads into LB, but those it must read in place
+    (:func:`.kernel_model.read_in_place`: a gather's table, or a tensor a concat reads at two
+    offsets while its ``T.reads`` names one, whose staged copy would hold that one slice)."""
     done = set()
     for name in block_names(sch.mod["main"]):
         rv = sch.get_sblock(name)
-        for index, region in enumerate(sch.get(rv).reads):
+        block = sch.get(rv)
+        for index, region in enumerate(block.reads):
             buf = region.source
-            if buf.name in params and buf.name not in done and not indexed_by_data(region):
+            if buf.name in params and buf.name not in done and not read_in_place(block, region):
                 done.add(buf.name)
                 sch.cache_read(rv, index, LB)
 
