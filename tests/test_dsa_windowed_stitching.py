@@ -3,13 +3,13 @@
 MobileNetV2's expansion layer and stride-2 depthwise layer."""
 
 import tvm
-import tvm_ffi
 from dsa_cases.matrix_unit import TARGET, unit_busy_matching_llvm
-from tvm import relax, s_tir
+from tvm import relax
 
 import tvm_fusion_ext  # noqa: F401  (registers the strategies and the DSA target)
 from tvm_fusion_ext.driver.static_profile import static_profile
 from tvm_fusion_ext.target_dsa.instance_staging import windows_only
+from tvm_fusion_ext.tir_passes.analysis import sblocks
 
 
 def _expand_depthwise(n: int, c: int, expand: int, hw: int) -> tvm.IRModule:
@@ -42,9 +42,7 @@ def _padded_conv_blocks(groups: int) -> tuple:
         bb.emit_func_output(out)
     mod = relax.transform.LegalizeOps()(bb.get())
     func = next(f for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
-    blocks: list = []
-    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)])
-    named = {b.name_hint: b for b in blocks}
+    named = {b.name_hint: b for b in sblocks(func)}
     return named["pad_temp"], next(b for name, b in named.items() if "conv2d" in name)
 
 
@@ -61,8 +59,8 @@ def test_windows_only_tells_a_depthwise_conv_from_a_contraction():
 def test_a_padded_depthwise_input_too_large_for_gb_stays_in_lb_bands():
     """Per image the expansion's output (96 x 112 x 112, 4.8 MB) and its padded copy (5 MB)
     exceed the 8 MB GB together: staged layer by layer, the expansion's output went to DDR. The
-    padding (with the expansion's bias and ReLU6) now runs in the depthwise conv's tiles, one
-    band of rows at a time in LB, and GB is allocated once the layers are tiled, so only the
+    padding (with the expansion's bias and ReLU6) now runs in the depthwise conv's tiles, a few
+    channels at a time in LB, and GB is allocated once the layers are tiled, so only the
     expansion's output takes GB: one kernel whose only DDR traffic is its input, output and
     weights, computing what ``llvm`` does."""
     mod = _expand_depthwise(2, 16, 96, 112)

@@ -44,7 +44,6 @@ from tvm import s_tir, tirx
 
 from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate, live_peak
-from ..partitioners.graphturbo.split_info import MAX_RECOMPUTE_RATIO
 from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_reduction, try_primitive
 from .intrinsics import conv_columns, conv_operands, conv_roles, gemm_vars, tensorize_func
 from .kernel_model import (
@@ -707,8 +706,9 @@ def _windowed_runs(sch: s_tir.Schedule, run: list) -> list[list[list]]:
     windowed reduction without a contraction (:func:`windows_only`: a depthwise convolution, a
     pooling) with the element-wise layer feeding it (its padding, with the previous layer's
     epilogue inlined), and with the element-wise layer after it where there is one (its own
-    epilogue), longest first. Stitched, its padded input lives in LB one band of rows at a time
-    and never as a whole tensor (section 4.2, Fig. 10)."""
+    epilogue), longest first. Stitched (tiled along its outermost loop, the channels within an
+    image), its padded input lives in LB a few channels at a time and never takes GB (section
+    4.2, Fig. 10)."""
     found = []
     for k in range(1, len(run)):
         producer, reduction = sch.get(run[k - 1]), sch.get(run[k])
@@ -762,12 +762,10 @@ def _stage_stitched(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int,
     wins if it beats the layers tiled on their own (:func:`_unstitched_cycles`), else None.
     ``whole``: whether ``sch`` holds the whole function (:func:`_tile_layer`).
 
-    With ``halo`` (a windowed run, :func:`_windowed_runs`) the tile also splits the rows (the two
-    outermost spatial loops), the element-wise layers recompute the halo rows their consumer's
-    window needs (at most section 3.1's :data:`MAX_RECOMPUTE_RATIO` of their work; a reduction is
-    never recomputed), and read their inputs' halo in place (:func:`_stage_member_operands`)."""
+    With ``halo`` (a windowed run, :func:`_windowed_runs`) the element-wise layers read their
+    inputs' halo in place (:func:`_stage_member_operands`)."""
     last = group[-1]
-    loops = _LoopNest(sch, last, depth, spec, batches=True, outer=2 if halo else 1)
+    loops = _LoopNest(sch, last, depth, spec, batches=True, outer=1)
     if not loops.spatial:
         return None
     cost = _layer_cost(loops, spec, double)
@@ -800,7 +798,7 @@ def _stage_stitched(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: int,
                                                       preserve_unit_loops=True)
                                         for rv in reversed(group[:-1])):
             continue
-        if any(not _recomputes_within(trial, rv, domain, halo) for rv in group[:-1]):
+        if any(_iterations(trial, rv) != domain[trial.get(rv).name_hint] for rv in group[:-1]):
             continue  # a layer recomputed per tile: the bindings do not match
         try:
             for rv in group[:-1]:
@@ -842,15 +840,6 @@ def _unstitched_cycles(sch: s_tir.Schedule, group: list, spec: DSASpec, depth: i
                    - spec.launch_cycles for lp in loops.values())
     except (ValueError, TypeError):  # symbolic regions: not comparable, keep the layers apart
         return -math.inf
-
-
-def _recomputes_within(sch: s_tir.Schedule, rv, domain: dict, halo: bool) -> bool:
-    """Whether stitched layer ``rv`` runs its ``domain`` iterations exactly, or with ``halo`` an
-    element-wise layer at most :data:`MAX_RECOMPUTE_RATIO` times them (its halo rows)."""
-    done, needed = _iterations(sch, rv), domain[sch.get(rv).name_hint]
-    if done is None or needed is None or done == needed:
-        return done == needed
-    return halo and not is_reduction(sch.get(rv)) and done <= MAX_RECOMPUTE_RATIO * needed
 
 
 def _iterations(sch: s_tir.Schedule, rv) -> int | None:
