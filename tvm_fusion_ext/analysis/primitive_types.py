@@ -259,6 +259,33 @@ def prim_func_blocks(func: tirx.PrimFunc) -> list[s_tir.SBlock]:
     return [b for b in blocks if b.name_hint != "root"]
 
 
+def indexed_by_data(region) -> bool:
+    """Whether a block's buffer region is indexed by values loaded from memory (a gather such as
+    ``take``'s table): the slice it reads is only known once those loads ran."""
+    loads: list = []
+    for rng in region.region:
+        tvm_ffi.structural_walk(rng.min, [(tvm.ir.TensorLoad, loads.append)])
+        tvm_ffi.structural_walk(rng.extent, [(tvm.ir.TensorLoad, loads.append)])
+    return bool(loads)
+
+
+def is_gather(func: tirx.PrimFunc) -> bool:
+    """Whether ``func`` is a gather, as ``take`` legalizes: one block, no reduction iterator, no
+    arithmetic, storing each output element from an input read at indices loaded from another
+    input. TVM's ``AnnotateTIROpPattern`` marks it opaque (src/relax/analysis/tir_op_pattern_kind.cc:
+    the load's index is not an affine function of the block iterators), yet it moves data
+    element for element like an injective op."""
+    blocks = prim_func_blocks(func)
+    if len(blocks) != 1:
+        return False
+    block = blocks[0]
+    if any(iv.iter_type != 0 for iv in block.iter_vars) or not isinstance(block.body, tirx.BufferStore):
+        return False
+    if _count_arith(block.body.value) or not isinstance(block.body.value, tvm.ir.TensorLoad):
+        return False
+    return any(indexed_by_data(r) for r in block.reads)
+
+
 def classify_prim_func(func: tirx.PrimFunc) -> OpClassification:
     """Type of every block of ``func`` and of the op as a whole (section 3.2: compound ops).
 

@@ -42,6 +42,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from ..analysis.primitive_types import indexed_by_data
 from ..partitioners.graphturbo.kernel_plan import SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate, live_peak
 from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_reduction, try_primitive
@@ -467,7 +468,9 @@ def _tile_choices(extents: list[int], matrix: tuple[int, ...] | None) -> list[tu
 
 class _Span:
     """Bytes of a buffer region when each block var ``v`` takes ``dom[v]`` values (interval
-    arithmetic on its index expressions), memoised per dimension."""
+    arithmetic on its index expressions), memoised per dimension. A dimension indexed by loaded
+    values (a gather's table, :func:`~tvm_fusion_ext.analysis.primitive_types.indexed_by_data`)
+    spans at most one row per combination of the block vars in its index."""
 
     def __init__(self, region):
         self.buffer = region.source
@@ -475,6 +478,7 @@ class _Span:
         for rng, extent in zip(region.region, region.source.shape):
             names = tuple(sorted({v.name: v for v in vars_in(rng.min)}.items()))
             self.dims.append((rng, int(extent), names))
+        self.gathered = indexed_by_data(region)
         self.memo: dict = {}
         self.analyzer = tvm.sym.Analyzer()
 
@@ -482,6 +486,8 @@ class _Span:
         total = 1
         for k, (rng, extent, names) in enumerate(self.dims):
             key = (k, tuple(dom.get(n, 0) for n, _ in names))
+            if key not in self.memo and self.gathered:
+                self.memo[key] = min(extent, math.prod(dom.get(n, 1) for n, _ in names))
             if key not in self.memo:
                 sets = {var: tvm.sym.IntervalSet(tirx.const(0, str(var.ty.dtype)),
                                                  tirx.const(dom[n] - 1, str(var.ty.dtype)))
@@ -495,7 +501,10 @@ class _Span:
 
 def clipped_vars(block, region) -> frozenset[str]:
     """Block vars of ``block`` indexing an axis of its read ``region`` that leaves the buffer over
-    the block's domain: a padding's halo (``A[v - 1]`` under a guard)."""
+    the block's domain: a padding's halo (``A[v - 1]`` under a guard). None for a gather's table
+    (indexed by loaded values, read in place)."""
+    if indexed_by_data(region):
+        return frozenset()
     analyzer = tvm.sym.Analyzer()
     for iv in block.iter_vars:
         analyzer.bind(iv.var, tvm.ir.Range.from_min_extent(iv.dom.min, iv.dom.extent))

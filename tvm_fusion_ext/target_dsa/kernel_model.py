@@ -38,6 +38,7 @@ from collections import defaultdict
 import tvm
 from tvm import s_tir, tirx
 
+from ..analysis.primitive_types import indexed_by_data
 from ..tir_passes.analysis import compact_buffers
 from .tir_helpers import DDR, GB, elem_bytes, has_child_block
 
@@ -318,7 +319,7 @@ class _Walker:
         ops, mac = _count_ops(store)
         event = {"kind": "compute", "unit_kind": "vmac" if mac else "vector", "ops": trip * max(ops, 1)}
         direct: dict[str, int] = defaultdict(int)
-        for buf in [store.buffer, *loaded_buffers(value)]:
+        for buf in [store.buffer, *element_loads(value)]:
             level = level_of(buf.scope())
             if level != "lb":
                 direct[level] += trip * elem_bytes(buf)
@@ -339,17 +340,6 @@ def read_in_place(block, region) -> bool:
     tvm_ffi_walk(block.body, tvm.ir.TensorLoad, loads)
     indices = {tuple(str(i) for i in load.indices) for load in loads if load.source.same_as(region.source)}
     return len(indices) > 1
-
-
-def indexed_by_data(region) -> bool:
-    """Whether a block's buffer region is indexed by values loaded from memory (a gather such as
-    ``take``'s table): its slice is only known once those loads ran, so it is read in place, never
-    staged (a copy placed ahead of the loads would read stale indices)."""
-    loads: list = []
-    for rng in region.region:
-        tvm_ffi_walk(rng.min, tvm.ir.TensorLoad, loads)
-        tvm_ffi_walk(rng.extent, tvm.ir.TensorLoad, loads)
-    return bool(loads)
 
 
 def _seq(stmt) -> list:
@@ -422,6 +412,16 @@ def index_select(expr) -> tuple | None:
     else:
         return None
     return None if loaded_buffers(condition) else branches
+
+
+def element_loads(expr) -> list:
+    """The buffers one evaluation of ``expr`` loads from, once per load: a select by position
+    (:func:`index_select`, a concatenation's) loads from one of its branches, counted as the
+    branch loading the most bytes."""
+    branches = index_select(expr)
+    if branches is None:
+        return loaded_buffers(expr)
+    return max((element_loads(b) for b in branches), key=lambda bufs: sum(elem_bytes(b) for b in bufs))
 
 
 def loaded_buffers(expr) -> list:

@@ -104,7 +104,7 @@ class _Grouper:
         return producers, consumers
 
     def _mergeable(self, union: frozenset[int]) -> bool:
-        if any(not self.graph.ops[op].fusible for op in union):
+        if not self.graph.fusible_together(union):
             return False
         if self.max_ops is not None and len(union) > self.max_ops:
             return False

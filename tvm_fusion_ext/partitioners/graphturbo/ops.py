@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from tvm import relax
 
 from ...analysis.graph import DataflowGraph, NodeKind, OpPattern, tensor_bytes
-from ...analysis.primitive_types import PrimitiveType
+from ...analysis.primitive_types import PrimitiveType, indexed_by_data, is_gather, prim_func_blocks
 from .dim_maps import split_maps
 
 
@@ -42,6 +42,8 @@ class TurboOp:
     # ``window`` as the halo.
     split_maps: dict[int, dict[int, tuple[int, int]]] | None = None
     fusible: bool = True
+    # producer ops whose tensor it reads at loaded indices (a gather's table, computed in the graph)
+    gathers_from: frozenset[int] = frozenset()
     is_output: bool = False
     external_input_bytes: int = 0  # activation inputs from outside the graph (not weights)
 
@@ -64,12 +66,23 @@ class TurboGraph:
     def index_of(self, name: str) -> int:
         return next(i for i, op in enumerate(self.ops) if op.name == name)
 
+    def fusible_together(self, ops) -> bool:
+        """Whether ``ops`` may be one kernel: every op fusible, and no gather reading a table that
+        another of them computes (the gather reads it in place at loaded indices, so it must be
+        whole in memory before the kernel starts: no tile of it can stay in LB)."""
+        members = set(ops)
+        return all(self.ops[op].fusible and not (self.ops[op].gathers_from & members) for op in members)
+
 
 def from_dataflow_graph(graph: DataflowGraph) -> TurboGraph:
     """The scheduler's view of one dataflow block (built after ``LegalizeOps``).
 
     Only ``call_tir`` kernels TVM does not mark opaque are fusible (reshapes and transposes are:
-    their splits are followed through their TIR). A conv contracts its input's channel axis (1) and windows
+    their splits are followed through their TIR), and gathers
+    (:func:`~tvm_fusion_ext.analysis.primitive_types.is_gather`), which TVM marks opaque but
+    which move data element for element: an embedding lookup joins the layer that reads it
+    (section 3.5's data movement), though never the op computing its table
+    (:meth:`TurboGraph.fusible_together`). A conv contracts its input's channel axis (1) and windows
     its spatial axes by ``kernel - 1`` (read off the weight argument); a matmul contracts its
     input's last axis; a reduction contracts every axis it removes (approximated: all axes). How a
     split of each op's output splits each producer's tensor is read off its TIR
@@ -88,6 +101,8 @@ def from_dataflow_graph(graph: DataflowGraph) -> TurboGraph:
             contracted = frozenset({max(len(shape) - 1, 0)})
         elif node.ptype == PrimitiveType.REDUCTION:
             contracted = frozenset(range(len(shape) + 1))
+        gather = node.kind == NodeKind.CALL_TIR and is_gather(node.prim_func)
+        gathers_from = _gathered_producers(graph, node.index) if gather else frozenset()
         ops.append(TurboOp(
             name=node.name, shape=tuple(shape), out_bytes=node.out_bytes, inputs=list(node.inputs),
             flops=max(node.flops, 1), contracted=contracted, window=window,
@@ -95,10 +110,24 @@ def from_dataflow_graph(graph: DataflowGraph) -> TurboGraph:
             contraction=node.ptype in (PrimitiveType.CONV, PrimitiveType.MATMUL),
             computes=node.kind != NodeKind.CALL_TIR or node.flops > 0,
             split_maps=_split_maps(graph, node.index),
-            fusible=node.kind == NodeKind.CALL_TIR and node.pattern != OpPattern.OPAQUE,
+            fusible=node.kind == NodeKind.CALL_TIR and (node.pattern != OpPattern.OPAQUE or gather),
+            gathers_from=gathers_from,
             is_output=node.is_block_output,
             external_input_bytes=_external_input_bytes(graph, node.index, defined)))
     return TurboGraph(ops)
+
+
+def _gathered_producers(graph: DataflowGraph, index: int) -> frozenset[int]:
+    """The producer nodes whose tensors a gather reads at loaded indices (its table)."""
+    node = graph.nodes[index]
+    if not graph.bindings or node.prim_func is None:
+        return frozenset()
+    args = list(graph.bindings[index].value.args[1].fields)
+    tables = {r.source for block in prim_func_blocks(node.prim_func) for r in block.reads
+              if indexed_by_data(r)}
+    producer = {graph.bindings[p].var: p for p in node.inputs}
+    return frozenset(producer[arg] for param, arg in zip(node.prim_func.params, args)
+                     if arg in producer and any(param.same_as(t) for t in tables))
 
 
 def _split_maps(graph: DataflowGraph, index: int) -> dict[int, dict[int, tuple[int, int]]] | None:

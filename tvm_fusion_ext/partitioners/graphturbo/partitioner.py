@@ -244,7 +244,7 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
             first.setdefault(inst.sg, i)
         for sgs in kernel_sgs:
             ops = sorted(op for sg in sgs for op in grouping.groups[sg])
-            if not all(tg.ops[op].fusible for op in ops):
+            if not tg.fusible_together(ops):
                 continue
             split = splits[sgs[-1]]
             inst = first[sgs[-1]]
@@ -308,7 +308,7 @@ def chain_split(tg: TurboGraph, grouping: Grouping, sgs: list[int]) -> dict[int,
     best = [grouping.gb_best[sg] if in_gb and grouping.best[sg] is None else grouping.best[sg]
             for sg in sgs]
     members = sorted(op for sg in sgs for op in grouping.groups[sg])
-    if any(b is None for b in best) or not all(tg.ops[op].fusible for op in members):
+    if any(b is None for b in best) or not tg.fusible_together(members):
         return None
     count = max(b.factor for b in best)
     dims = [best[-1].dim] + ([0] if in_gb and best[-1].dim != 0 else [])
