@@ -9,12 +9,13 @@ import numpy as np
 import tvm
 from dsa_cases.matrix_unit import TARGET
 from tvm import relax
+from tvm.script import tirx as T
 
 import tvm_fusion_ext  # noqa: F401  (registers the strategies and the DSA target)
 from tvm_fusion_ext.analysis.primitive_types import is_gather, prim_func_blocks
 from tvm_fusion_ext.driver.static_profile import static_profile
 from tvm_fusion_ext.partitioners.graphturbo import TurboGraph, TurboOp, group_subgraphs
-from tvm_fusion_ext.target_dsa.kernel_model import element_loads, loaded_buffers
+from tvm_fusion_ext.target_dsa.kernel_model import element_loads, loaded_buffers, read_in_place
 
 
 def _legalized(build) -> tvm.tirx.PrimFunc:
@@ -111,3 +112,32 @@ def test_embedding_lookups_run_in_the_kernel_of_their_consumer():
     got = relax.VirtualMachine(ex, tvm.cpu())["main"](*inputs).numpy()
     assert np.abs(expected).max() > 0
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@T.prim_func(s_tir=True)
+def _two_columns(x: T.Buffer((8, 4), "float32"), y: T.Buffer((8, 2), "float32")):
+    for i, j in T.grid(8, 2):
+        with T.sblock("pick"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.reads(x[vi, 0:4])
+            T.writes(y[vi, vj])
+            y[vi, vj] = T.if_then_else(vj == 0, x[vi, 1], x[vi, 3])
+
+
+@T.prim_func(s_tir=True)
+def _self_concat(x: T.Buffer((8, 2), "float32"), y: T.Buffer((8, 4), "float32")):
+    for i, j in T.grid(8, 4):
+        with T.sblock("concat"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.reads(x[vi, vj])
+            T.writes(y[vi, vj])
+            y[vi, vj] = T.if_then_else(vj < 2, x[vi, vj], x[vi, vj - 2])
+
+
+def test_a_buffer_loaded_at_several_indices_is_staged_where_its_region_covers_them():
+    """A block loading one buffer at several indices reads it in place only where its ``T.reads``
+    region misses some of them (a concatenation of a tensor with itself keeps one region after
+    ``FuseTIR``); DLRM's index columns, all inside the region, are staged."""
+    for func, in_place in ((_two_columns, False), (_self_concat, True)):
+        block = prim_func_blocks(func)[0]
+        assert read_in_place(block, block.reads[0]) is in_place

@@ -4,7 +4,10 @@ Graph: batch norms after convs folded into the conv weights
 (:class:`~tvm_fusion_ext.relax_passes.fold_batch_norm.FoldBatchNormIntoConv`, as on CPUs and GPUs),
 for every strategy: the simulated vector unit would otherwise spend four operations per element
 on each batch norm that an inference compiler removes (TVM's Relay ``SimplifyInference`` and
-``FoldScaleAxis`` did the same).
+``FoldScaleAxis`` did the same); and a ``take`` at one constant index made a slice
+(:class:`~tvm_fusion_ext.relax_passes.take_as_slice.TakeAtConstantAsSlice`): the kernel generator
+stages a slice's tile in LB, where it reads a gather's operands in place, one index load per
+element.
 Scheduling: MetaSchedule records (``tuned``), then the DSA staging schedule
 (:class:`~tvm_fusion_ext.target_dsa.schedule.DSASchedule`: LB/GB scopes, DMA, tiles bound to cores,
 matrix unit), :class:`~tvm_fusion_ext.target_dsa.pipeline.SeparateWideBuffers` (LB/GB buffers of
@@ -22,6 +25,7 @@ from tvm import relax
 from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
 
 from ..relax_passes.fold_batch_norm import FoldBatchNormIntoConv
+from ..relax_passes.take_as_slice import TakeAtConstantAsSlice
 from ..target_dsa.pipeline import AnnotateKernelModel, SeparateWideBuffers
 from ..target_dsa.schedule import DSASchedule
 from ..target_dsa.target import spec_of_target
@@ -31,8 +35,9 @@ from .registry import register_backend
 @register_backend("dsa")
 class DSABackend:
     def graph_passes(self, target: tvm.target.Target) -> list:
-        """Batch norms after convs folded into the conv weights (module docstring)."""
-        return [FoldBatchNormIntoConv()]
+        """Batch norms after convs folded into the conv weights, takes at a constant index made
+        slices (module docstring)."""
+        return [FoldBatchNormIntoConv(), TakeAtConstantAsSlice()]
 
     def schedule_passes(self, target: tvm.target.Target, policy: str) -> list:
         spec = spec_of_target(target)

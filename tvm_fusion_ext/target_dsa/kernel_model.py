@@ -331,15 +331,20 @@ class _Walker:
 def read_in_place(block, region) -> bool:
     """Whether ``block`` must read ``region`` where it lies rather than from a staged copy of the
     slice it needs: the region is indexed by loaded values (:func:`indexed_by_data`), or the block
-    loads the buffer at several different indices (a concat of a tensor with itself, whose
-    ``T.reads`` keeps one region after ``FuseTIR``): a copy placed per tile would hold that one
-    slice alone."""
+    loads the buffer at several different indices not all inside the region (a concat of a tensor
+    with itself, whose ``T.reads`` keeps one region after ``FuseTIR``): a copy placed per tile
+    would hold that one slice alone. Loads at several indices that the region covers (DLRM's
+    index columns, read by one concatenation) are staged."""
     if indexed_by_data(region):
         return True
     loads: list = []
     tvm_ffi_walk(block.body, tvm.ir.TensorLoad, loads)
-    indices = {tuple(str(i) for i in load.indices) for load in loads if load.source.same_as(region.source)}
-    return len(indices) > 1
+    loads = [load for load in loads if load.source.same_as(region.source)]
+    if len({tuple(str(i) for i in load.indices) for load in loads}) < 2:
+        return False
+    analyzer = tvm.sym.Analyzer()
+    return not all(analyzer.can_prove(index >= rng.min) and analyzer.can_prove(index < rng.min + rng.extent)
+                   for load in loads for index, rng in zip(load.indices, region.region))
 
 
 def _seq(stmt) -> list:
