@@ -1118,8 +1118,9 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
         store = out_bytes / rate(out_level, active) + lat
         ops_per_cycle = max(unit.ops_per_cycle, matrix.ops_per_cycle * loops.matrix_efficiency(tile, spec))
         compute = iterations / tiles / ops_per_cycle + stall
-        if double and per_core > 1:
-            return load + compute + store + (per_core - 1) * max(load, compute, store)
+        if double:  # the chunks, then the tiles, pipelined (simulator._pipelined_tile)
+            tile = (load + compute) / chunks + (chunks - 1) * max(load, compute) / chunks + store
+            return tile + (per_core - 1) * max(load, compute, store)
         return per_core * (load + compute + store)
 
     return cost

@@ -14,7 +14,9 @@ A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1,
   follow (a read or write after another event's write, a write after its read, through the
   blocks' ``T.reads`` / ``T.writes``): what an instruction scheduler may not reorder (section 4.4);
 * a loop annotated ``dsa.tile`` spreads its iterations (tiles) over ``dsa.cores`` cores; with
-  ``dsa.double_buffer`` the DMA of one tile overlaps the compute of another (section 4.4);
+  ``dsa.double_buffer`` the DMA of one tile overlaps the compute of another (section 4.4), and
+  so do the iterations of a loop inside the tile around a statement sequence (its events carry
+  ``steps``: a GEMM's reduction chunks, each staging its operands);
 * a top-level loop annotated ``dsa.instances`` runs its body once per sub-graph instance
   (GraphTurbo section 3.3): each statement of its body is a phase repeated that many times; with
   ``dsa.double_buffer`` its *prefetch* phases (DMA into GB only) for the next instance overlap
@@ -124,10 +126,14 @@ class _Phase:
         self._writer: dict = {}  # buffer -> index of the last event writing it
         self._readers: dict = defaultdict(list)  # buffer -> events reading it since that write
 
-    def add(self, event: dict, reads, writes) -> None:
+    def add(self, event: dict, reads, writes, steps: int = 1) -> None:
         """Append ``event`` (one leaf block) reading ``reads`` and writing ``writes``; its
         ``deps`` are the events it must follow: the last writer of what it reads or writes
-        (read/write after write) and the readers of what it overwrites (write after read)."""
+        (read/write after write) and the readers of what it overwrites (write after read).
+        ``steps``: iterations of the loops around the statement sequence it is in, inside the
+        tile (a GEMM's reduction chunks, each staging its operands), recorded when above one."""
+        if steps > 1:
+            event["steps"] = steps
         index = len(self.events)
         deps = {self._writer[b] for b in (*reads, *writes) if b in self._writer}
         for buf in writes:
@@ -295,13 +301,13 @@ class _Walker:
         if matrix is not None:
             m, n, k = matrix
             phase.add({"kind": "compute", "unit_kind": "matrix", "ops": trip * m * n * k,
-                       "calls": trip}, reads, writes)
+                       "calls": trip}, reads, writes, seq_trip)
             return
         # After LowerInitBlock a reduction body is [if (first) init; update]: model the update.
         last = _seq(body)[-1]
         store = last if isinstance(last, tirx.BufferStore) else None
         if store is None:
-            phase.add({"kind": "compute", "unit_kind": "vector", "ops": trip}, reads, writes)
+            phase.add({"kind": "compute", "unit_kind": "vector", "ops": trip}, reads, writes, seq_trip)
             return
         dst = level_of(store.buffer.scope())
         value = store.value
@@ -313,7 +319,7 @@ class _Walker:
                                 else store.buffer).name}
             if MOVEMENT in (block.annotations or {}):
                 event["movement"] = str(block.annotations[MOVEMENT])
-            phase.add(event, reads, writes)
+            phase.add(event, reads, writes, seq_trip)
             self.dma_destinations.add(store.buffer)
             return
         ops, mac = _count_ops(store)
@@ -325,7 +331,7 @@ class _Walker:
                 direct[level] += trip * elem_bytes(buf)
         if direct:
             event["direct"] = dict(direct)
-        phase.add(event, reads, writes)
+        phase.add(event, reads, writes, seq_trip)
 
 
 def read_in_place(block, region) -> bool:

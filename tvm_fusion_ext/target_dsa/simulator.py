@@ -30,7 +30,12 @@ pipelined behind it (double-buffered LB), so a core spends ``M + (n - 1) * max_q
 ``M`` the makespan of one tile and ``busy(q)`` one tile's cycles on queue ``q``. For a tile
 whose loads ``L``, compute ``C`` (one unit) and stores ``S`` depend on each other in that
 order this is ``L + C + S + (n - 1) * max(L, C, S)`` on two DMA engines and
-``L + C + S + (n - 1) * max(C, L + S)`` on one. A phase inside a sub-graph's instance loop
+``L + C + S + (n - 1) * max(C, L + S)`` on one. Events inside a loop of the tile (``steps``
+iterations: a GEMM's reduction chunks, each staging its operands) are pipelined the same way
+within the tile: one iteration's makespan ``m`` (its events' cycles over ``steps``), then
+``(steps - 1)`` times its busiest queue, plus the tile's other events one after another; for
+chunk loads ``L``, chunk compute ``C`` and a store ``S`` after the loop that is
+``(L + C) / s + (s - 1) * max(L, C) / s + S``. A phase inside a sub-graph's instance loop
 (``repeat`` in its model) costs that many times. A kernel takes ``launch_cycles + sum(phases)``;
 the program is the sum over its kernel calls.
 
@@ -102,7 +107,11 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
         queues.append(queue)
         durations.append(cycles)
     if phase["double_buffer"]:
-        first, occupancy = _list_schedule(events, queues, durations)
+        steps = max((int(e.get("steps", 1)) for e in events), default=1)
+        if steps > 1:
+            first, occupancy = _pipelined_tile(events, queues, durations, steps)
+        else:
+            first, occupancy = _list_schedule(events, queues, durations)
         cycles = first + (per_core - 1) * max(occupancy.values(), default=0)
     else:
         cycles = per_core * sum(durations)
@@ -142,6 +151,27 @@ def _list_schedule(events: list[dict], queues: list[str], durations: list[int]) 
         free[queue] = start + cycles
         occupancy[queue] += cycles
     return max(finish, default=0), occupancy
+
+
+def _pipelined_tile(events: list[dict], queues: list[str], durations: list[int],
+                    steps: int) -> tuple[int, dict]:
+    """One double-buffered tile whose events inside a loop of ``steps`` iterations (``steps`` in
+    their model) are pipelined iteration after iteration: one iteration (each of those events'
+    cycles over ``steps``) is list-scheduled, the next ones follow at the busiest queue's pace
+    (the next iteration's loads overlap this one's compute), and the tile's other events (an
+    accumulator's initialisation, the store) are issued one after another around them. Returns
+    the tile's makespan and each queue's busy cycles over the whole tile."""
+    body = [i for i, event in enumerate(events) if int(event.get("steps", 1)) == steps]
+    position = {i: k for k, i in enumerate(body)}
+    iteration = [{"deps": [position[d] for d in events[i].get("deps", ()) if d in position]}
+                 for i in body]
+    per_step = [math.ceil(Fraction(durations[i], steps)) for i in body]
+    first, step_busy = _list_schedule(iteration, [queues[i] for i in body], per_step)
+    others = sum(d for i, d in enumerate(durations) if i not in position)
+    occupancy: dict[str, int] = defaultdict(int)
+    for queue, cycles in zip(queues, durations):
+        occupancy[queue] += cycles
+    return first + (steps - 1) * max(step_busy.values()) + others, occupancy
 
 
 def kernel_cycles(model: dict, spec: DSASpec, busy: dict | None = None,
