@@ -1,5 +1,6 @@
-"""TakeAtConstantAsSlice: ``take`` at one constant index in range becomes a slice and a squeeze;
-a take of an index tensor, or of a constant out of range, is left as it is."""
+"""TakeAtConstantAsSlice: ``take`` of an integer tensor at one constant index in range becomes a
+slice and a squeeze; a take at an index tensor, of a constant out of range, or of floats is left
+as it is."""
 
 import numpy as np
 import tvm
@@ -8,9 +9,9 @@ from tvm import relax
 from tvm_fusion_ext.relax_passes.take_as_slice import TakeAtConstantAsSlice
 
 
-def _take(index: relax.Expr, axis: int = 1):
+def _take(index: relax.Expr, axis: int = 1, dtype: str = "int64"):
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((4, 5, 3), "int64"))
+    x = relax.Var("x", relax.TensorType((4, 5, 3), dtype))
     params = [x] + ([index] if isinstance(index, relax.Var) else [])
     with bb.function("main", params):
         with bb.dataflow():
@@ -47,6 +48,7 @@ def test_takes_it_cannot_prove_a_slice_are_left_alone():
     rewrite = TakeAtConstantAsSlice()
     for mod in (_take(relax.Var("i", relax.TensorType((2,), "int64"))),    # an index tensor
                 _take(relax.const(5, "int64")),                             # out of range
-                _take(relax.const(np.array([1, 2], "int64")))):             # not a scalar
+                _take(relax.const(np.array([1, 2], "int64"))),              # not a scalar
+                _take(relax.const(3, "int64"), dtype="float32")):           # not indices
         tvm.ir.assert_structural_equal(rewrite(mod), mod)
     assert rewrite.rewritten == 0

@@ -1,11 +1,14 @@
-"""``TakeAtConstantAsSlice``: a ``take`` at one constant index becomes a slice.
+"""``TakeAtConstantAsSlice``: a ``take`` of indices at one constant position becomes a slice.
 
-``R.take(x, R.const(i), axis=k)`` with a scalar constant ``i`` (what ``x[:, i]`` imports as, e.g.
-DLRM's sparse feature columns) is ``squeeze(strided_slice(x, [k], [i], [i + 1]), [k])``: an
-affine read, where the legalized ``take`` loads its index from a 0-d buffer, a gather whose
-reads no kernel generator can tile (it is read in place, one index load per element). This is the
-algebraic graph simplification of mindspore-jit-graph-kernel-fusion (section "graph
-simplification": rewrite a sub-graph into an equal, cheaper one before fusion).
+``R.take(x, R.const(i), axis=k)`` with a scalar constant ``i`` and an integer ``x`` (what
+``x[:, i]`` imports as for DLRM's sparse feature columns, the indices of its embedding lookups)
+is ``squeeze(strided_slice(x, [k], [i], [i + 1]), [k])``: an affine read, where the legalized
+``take`` loads its position from a 0-d buffer, a gather whose reads no kernel generator can tile
+(the lookups after it would read their indices in place, once per element they gather). This is
+the algebraic graph simplification of mindspore-jit-graph-kernel-fusion (section "graph
+simplification": rewrite a sub-graph into an equal, cheaper one before fusion). A take of
+floats (ViT's class token) is left a gather: as a slice it would join the layers before it,
+whose split along the sliced axis the DSA kernel generator cannot stage.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from ..registration import register_pass
 @register_pass
 @tvm.transform.module_pass(opt_level=0, name="tvm_fusion_ext.TakeAtConstantAsSlice")
 class TakeAtConstantAsSlice:
-    """Module pass: rewrite every ``take`` of one constant index in range along a static axis
-    into a slice and a squeeze (see the module docstring). ``rewritten`` counts them."""
+    """Module pass: rewrite every ``take`` of an integer tensor at one constant index in range
+    along a static axis into a slice and a squeeze (see the module docstring). ``rewritten``
+    counts them."""
 
     def __init__(self):
         self.rewritten = 0
@@ -35,7 +39,9 @@ class TakeAtConstantAsSlice:
         def rewrite(matched, bindings):
             value = bindings[index].value.numpy()
             shape = static_shape(bindings[data].ty)
-            if value.ndim != 0 or value.dtype.kind not in "iu" or shape is None or matched.attrs.axis is None:
+            dtype = str(bindings[data].ty.dtype)
+            if (value.ndim != 0 or value.dtype.kind not in "iu" or shape is None
+                    or matched.attrs.axis is None or not dtype.startswith(("int", "uint"))):
                 return matched
             axis = int(matched.attrs.axis) % len(shape)
             position = int(value)  # in range, every take mode (fast, wrap, clip) reads it
