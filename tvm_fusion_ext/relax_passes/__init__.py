@@ -14,7 +14,9 @@ from .parallel_fusion import ParallelFusion
 from .pointwise_conv_as_matmul import PointwiseConvAsMatmul
 from .schedule_execution_order import ScheduleExecutionOrder
 from .simplify import AlgebraicSimplify, Simplify
+from .take_as_slice import TakeAtConstantAsSlice
 
 __all__ = ["AlgebraicSimplify", "ApolloFusion", "ChannelsLast", "FoldBatchNormIntoConv", "FoldWeightLayouts", "FuseOpsDominator",
            "GraphTurboFusion", "MaterializePartition", "NeoFlowFusion", "OpenCompoundOps",
-           "ParallelFusion", "PointwiseConvAsMatmul", "ScheduleExecutionOrder", "Simplify"]
+           "ParallelFusion", "PointwiseConvAsMatmul", "ScheduleExecutionOrder", "Simplify",
+           "TakeAtConstantAsSlice"]
