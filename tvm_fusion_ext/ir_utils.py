@@ -26,6 +26,20 @@ def with_functions(mod: tvm.IRModule, updates: dict) -> tvm.IRModule:
     return mod
 
 
+def rewrite_calls(mod: tvm.IRModule, pattern, rewrite) -> tvm.IRModule:
+    """``mod`` with ``tvm.relax.dpl.rewrite_call(pattern, rewrite, func)`` applied to every Relax
+    function (:func:`with_functions`: unchanged functions are kept, the caller's module too)."""
+    from tvm.relax.dpl import rewrite_call
+
+    updates = {}
+    for gvar, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            rewritten = rewrite_call(pattern, rewrite, func)
+            if not rewritten.same_as(func):
+                updates[gvar] = rewritten
+    return with_functions(mod, updates)
+
+
 def is_primitive(func: tvm.ir.BaseFunc) -> bool:
     """Whether ``func`` is a grouped (primitive) function: its ``Primitive`` attribute is present
     and nonzero, as TVM reads ``relax::attr::kPrimitive`` (``HasNonzeroAttr`` in

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.relax.dpl import is_const, is_op, is_tuple_get_item, rewrite_call, wildcard
+from tvm.relax.dpl import is_const, is_op, is_tuple_get_item, wildcard
 
-from ..ir_utils import with_functions
+from ..ir_utils import rewrite_calls
 from ..registration import register_pass
 
 
@@ -50,13 +50,7 @@ class FoldBatchNormIntoConv:
             new_conv = relax.Call(call.op, [bindings[data], relax.const(folded_kernel)], call.attrs)
             return relax.op.add(new_conv, relax.const(bias))
 
-        updates = {}
-        for gvar, func in mod.functions_items():
-            if isinstance(func, relax.Function):
-                rewritten = rewrite_call(pattern, fold, func)
-                if not rewritten.same_as(func):
-                    updates[gvar] = rewritten
-        return with_functions(mod, updates)
+        return rewrite_calls(mod, pattern, fold)
 
 
 def _foldable(conv: relax.Call, norm: relax.Call) -> bool:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import tvm
 from tvm import relax
-from tvm.relax.dpl import is_const, is_op, rewrite_call, wildcard
+from tvm.relax.dpl import is_const, is_op, wildcard
 
 from ..analysis.graph import static_shape
-from ..ir_utils import with_functions
+from ..ir_utils import rewrite_calls
 from ..registration import register_pass
 
 
@@ -51,10 +51,4 @@ class TakeAtConstantAsSlice:
             sliced = relax.op.strided_slice(bindings[data], axes=[axis], begin=[position], end=[position + 1])
             return relax.op.squeeze(sliced, axis=[axis])
 
-        updates = {}
-        for gvar, func in mod.functions_items():
-            if isinstance(func, relax.Function):
-                rewritten = rewrite_call(pattern, rewrite, func)
-                if not rewritten.same_as(func):
-                    updates[gvar] = rewritten
-        return with_functions(mod, updates)
+        return rewrite_calls(mod, pattern, rewrite)
