@@ -8,6 +8,7 @@ from collections import OrderedDict
 import tvm
 import tvm_ffi
 from tvm import relax, tirx
+from tvm.relax.dpl import rewrite_call
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 PRIMITIVE_ATTR = "Primitive"
@@ -29,8 +30,6 @@ def with_functions(mod: tvm.IRModule, updates: dict) -> tvm.IRModule:
 def rewrite_calls(mod: tvm.IRModule, pattern, rewrite) -> tvm.IRModule:
     """``mod`` with ``tvm.relax.dpl.rewrite_call(pattern, rewrite, func)`` applied to every Relax
     function (:func:`with_functions`: unchanged functions are kept, the caller's module too)."""
-    from tvm.relax.dpl import rewrite_call
-
     updates = {}
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
