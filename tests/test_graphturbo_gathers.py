@@ -19,7 +19,7 @@ from tvm_fusion_ext.target_dsa.kernel_model import element_loads, loaded_buffers
 
 
 def _legalized(build) -> tvm.tirx.PrimFunc:
-    """The PrimFunc ``LegalizeOps`` makes of the one op ``build(bb, params)`` emits."""
+    """The PrimFunc ``LegalizeOps`` makes of the one op ``build()`` returns with its params."""
     bb = relax.BlockBuilder()
     params, op = build()
     with bb.function("main", params):

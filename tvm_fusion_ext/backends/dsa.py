@@ -4,7 +4,8 @@ Graph: batch norms after convs folded into the conv weights
 (:class:`~tvm_fusion_ext.relax_passes.fold_batch_norm.FoldBatchNormIntoConv`, as on CPUs and GPUs),
 for every strategy: the simulated vector unit would otherwise spend four operations per element
 on each batch norm that an inference compiler removes (TVM's Relay ``SimplifyInference`` and
-``FoldScaleAxis`` did the same); and a ``take`` at one constant index made a slice
+``FoldScaleAxis`` did the same); and a ``take`` of an integer tensor at one constant index
+(an index column ``x[:, i]``) made a slice
 (:class:`~tvm_fusion_ext.relax_passes.take_as_slice.TakeAtConstantAsSlice`): the kernel generator
 stages a slice's tile in LB, where it reads a gather's operands in place, one index load per
 element.
@@ -35,8 +36,8 @@ from .registry import register_backend
 @register_backend("dsa")
 class DSABackend:
     def graph_passes(self, target: tvm.target.Target) -> list:
-        """Batch norms after convs folded into the conv weights, takes at a constant index made
-        slices (module docstring)."""
+        """Batch norms after convs folded into the conv weights, takes of integer tensors at a
+        constant index made slices (module docstring)."""
         return [FoldBatchNormIntoConv(), TakeAtConstantAsSlice()]
 
     def schedule_passes(self, target: tvm.target.Target, policy: str) -> list:
