@@ -83,6 +83,20 @@ def test_tiled_gemm_in_lb(tiny):
     assert prof["time_ms"] == pytest.approx(8962 / 1e6)
 
 
+def test_loops_nested_in_the_chunks_pipeline_with_them(tiny):
+    # gemm_tiled's work with each chunk's product in a loop of 2 column halves of two blocks:
+    # the loads sit in the chunk loop (2 iterations), the products 2 x 2 sequences deep. Every
+    # event inside the chunk loop is one of its 2 pipelined steps, so the cycles are
+    # gemm_tiled's 8862 (the two products 2048 + 2048 where its one is 4096). Pipelining only
+    # the innermost sequence would leave the loads (1064) unhidden: the first tile would take
+    # 1064 + 4096 + 138 = 5298 instead of 4766.
+    model, prof = _run(hand.gemm_tiled_nested, tiny)
+    events = model["phases"][0]["events"]
+    assert [e.get("steps") for e in events] == [2, 2, 2, 2, None]
+    assert [e["transfers"] for e in events if e["kind"] == "dma"] == [2, 2, 1]
+    assert prof["cycles"] == 100 + 8862
+
+
 def test_gemm_without_double_buffering_does_not_overlap(tiny):
     model = km.kernel_model(hand.gemm_tiled, "k")
     model["phases"][0]["double_buffer"] = False

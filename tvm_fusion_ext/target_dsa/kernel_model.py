@@ -15,8 +15,9 @@ A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1,
   blocks' ``T.reads`` / ``T.writes``): what an instruction scheduler may not reorder (section 4.4);
 * a loop annotated ``dsa.tile`` spreads its iterations (tiles) over ``dsa.cores`` cores; with
   ``dsa.double_buffer`` the DMA of one tile overlaps the compute of another (section 4.4), and
-  so do the iterations of a loop inside the tile around a statement sequence (its events carry
-  ``steps``: a GEMM's reduction chunks, each staging its operands);
+  so do the iterations of the outermost loop inside the tile around a statement sequence (its
+  events, at any depth below it, carry ``steps``: a GEMM's reduction chunks, each staging its
+  operands);
 * a top-level loop annotated ``dsa.instances`` runs its body once per sub-graph instance
   (GraphTurbo section 3.3): each statement of its body is a phase repeated that many times; with
   ``dsa.double_buffer`` its *prefetch* phases (DMA into GB only) for the next instance overlap
@@ -130,8 +131,9 @@ class _Phase:
         """Append ``event`` (one leaf block) reading ``reads`` and writing ``writes``; its
         ``deps`` are the events it must follow: the last writer of what it reads or writes
         (read/write after write) and the readers of what it overwrites (write after read).
-        ``steps``: iterations of the loops around the statement sequence it is in, inside the
-        tile (a GEMM's reduction chunks, each staging its operands), recorded when above one."""
+        ``steps``: iterations of the loops around the outermost statement sequence it is in,
+        inside the tile (a GEMM's reduction chunks, each staging its operands, with the loops
+        nested in them), recorded when above one."""
         if steps > 1:
             event["steps"] = steps
         index = len(self.events)
@@ -260,10 +262,15 @@ class _Walker:
             if level == "lb":
                 self.lb_buffers[buf] = size
 
-    def _walk(self, stmt, phase: _Phase, trip: int, seq_trip: int, in_tile: bool) -> None:
+    def _walk(self, stmt, phase: _Phase, trip: int, seq_trip: int, in_tile: bool,
+              steps: int = 1) -> None:
+        """``trip``: iterations of the loops around ``stmt`` (inside the tile once in it);
+        ``seq_trip``: those around the innermost statement sequence holding it (one DMA transfer
+        each); ``steps``: those around the outermost sequence inside the tile, the iterations a
+        double-buffered tile pipelines (a GEMM's reduction chunks with the loops nested in them)."""
         if isinstance(stmt, tirx.SeqStmt):
             for child in stmt.seq:
-                self._walk(child, phase, trip, trip, in_tile)
+                self._walk(child, phase, trip, trip, in_tile, steps if steps > 1 else trip)
         elif isinstance(stmt, tirx.For):
             extent = _int(stmt.extent)
             annotations = dict(stmt.annotations) if stmt.annotations is not None else {}
@@ -273,20 +280,20 @@ class _Walker:
                 phase.double_buffer = bool(int(annotations.get(DOUBLE_BUFFER, 0)))
                 self._walk(stmt.body, phase, 1, 1, True)
             else:
-                self._walk(stmt.body, phase, trip * extent, seq_trip, in_tile)
+                self._walk(stmt.body, phase, trip * extent, seq_trip, in_tile, steps)
         elif isinstance(stmt, s_tir.SBlockRealize):
             block = stmt.block
             self._alloc(block, in_tile)
             if has_child_block(block):
-                self._walk(block.body, phase, trip, seq_trip, in_tile)
+                self._walk(block.body, phase, trip, seq_trip, in_tile, steps)
             else:
-                self._leaf(block, phase, trip, seq_trip)
+                self._leaf(block, phase, trip, seq_trip, steps)
         elif isinstance(stmt, (tirx.IfThenElse,)):
-            self._walk(stmt.then_case, phase, trip, seq_trip, in_tile)
+            self._walk(stmt.then_case, phase, trip, seq_trip, in_tile, steps)
         elif hasattr(stmt, "body"):
-            self._walk(stmt.body, phase, trip, seq_trip, in_tile)
+            self._walk(stmt.body, phase, trip, seq_trip, in_tile, steps)
 
-    def _leaf(self, block, phase: _Phase, trip: int, seq_trip: int) -> None:
+    def _leaf(self, block, phase: _Phase, trip: int, seq_trip: int, steps: int) -> None:
         body = block.body
         reads = [r.source for r in block.reads]
         writes = [w.source for w in block.writes]
@@ -301,13 +308,13 @@ class _Walker:
         if matrix is not None:
             m, n, k = matrix
             phase.add({"kind": "compute", "unit_kind": "matrix", "ops": trip * m * n * k,
-                       "calls": trip}, reads, writes, seq_trip)
+                       "calls": trip}, reads, writes, steps)
             return
         # After LowerInitBlock a reduction body is [if (first) init; update]: model the update.
         last = _seq(body)[-1]
         store = last if isinstance(last, tirx.BufferStore) else None
         if store is None:
-            phase.add({"kind": "compute", "unit_kind": "vector", "ops": trip}, reads, writes, seq_trip)
+            phase.add({"kind": "compute", "unit_kind": "vector", "ops": trip}, reads, writes, steps)
             return
         dst = level_of(store.buffer.scope())
         value = store.value
@@ -319,7 +326,7 @@ class _Walker:
                                 else store.buffer).name}
             if MOVEMENT in (block.annotations or {}):
                 event["movement"] = str(block.annotations[MOVEMENT])
-            phase.add(event, reads, writes, seq_trip)
+            phase.add(event, reads, writes, steps)
             self.dma_destinations.add(store.buffer)
             return
         ops, mac = _count_ops(store)
@@ -331,7 +338,7 @@ class _Walker:
                 direct[level] += trip * elem_bytes(buf)
         if direct:
             event["direct"] = dict(direct)
-        phase.add(event, reads, writes, seq_trip)
+        phase.add(event, reads, writes, steps)
 
 
 def read_in_place(block, region) -> bool:
