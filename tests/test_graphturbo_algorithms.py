@@ -25,7 +25,14 @@ from tvm_fusion_ext.partitioners.graphturbo import (
 )
 from tvm_fusion_ext.partitioners.graphturbo.dim_maps import split_maps
 from tvm_fusion_ext.partitioners.graphturbo.grouping import Grouping
-from tvm_fusion_ext.partitioners.graphturbo.partitioner import chain_split, chain_splits, chains, plan
+from tvm_fusion_ext.partitioners.graphturbo.partitioner import (
+    GraphTurboPartitioner,
+    chain_split,
+    chain_splits,
+    chains,
+    linked,
+    plan,
+)
 from tvm_fusion_ext.partitioners.graphturbo.split_info import recompute_ratio
 
 F32 = 4
@@ -429,3 +436,50 @@ def test_redundant_edges_are_found_through_a_reshape():
     producers = [[ig.instances[p].name for p in inst.producers] for inst in ig.instances if inst.sg == 1]
     assert producers == [["sg0_1", "sg0_2"], ["sg0_3", "sg0_4"], ["sg0_5", "sg0_6"], ["sg0_7", "sg0_8"]]
     assert ig.redundant_edges == 32 - 8
+
+
+def _project_then_expand():
+    """A projection (1x1 conv) feeding the next block's expansion, ReLU and depthwise conv, with
+    LB splits along the channels (the expansion contracts the projection's channels, so no
+    channel slice of one needs only a slice of the other) and GB splits along the images."""
+    b = _Builder()
+    x = b.add("x", (8, 16, 32, 32), fusible=False)
+    project = b.conv("project", (8, 16, 32, 32), x)
+    relu = b.add("relu", (8, 64, 32, 32), [b.conv("expand", (8, 64, 32, 32), project)])
+    b.add("dw", (8, 64, 32, 32), [relu], window={2: 2, 3: 2}, anchor=True)
+    b.ops[-1].is_output = True
+    grouping = Grouping([[0], [1], [2, 3, 4]], [None, Split(1, 1, 2, 1), Split(1, 1, 8, 1)], {},
+                        [None, Split(1, 1, 2, 0), Split(1, 1, 4, 0)])
+    return b.graph(), grouping
+
+
+def test_two_sgs_joined_through_gb_chain_along_their_gb_splits():
+    """Section 3.6: two SGs whose LB splits do not line up chain when joined through GB, split
+    along the images by their GB splits (the larger factor); the kernel generator picks the
+    instance count, so the plan keeps their own splits."""
+    g, grouping = _project_then_expand()
+    assert linked(g, grouping) == [(0, 1), (1, 2)]
+    assert chains(g, grouping) == [[0], [1], [2]]
+    assert chain_split(g, grouping, [1, 2]) is None
+    assert chain_split(g, grouping, [1, 2], through_gb=True) == {1: Split(1, 1, 4, 0), 2: Split(1, 1, 4, 0)}
+    assert chains(g, grouping, joined={(1, 2)}) == [[0], [1, 2]]
+    assert chain_splits(g, grouping, [[0], [1, 2]], {(1, 2)}) == grouping.best
+    names = [op.name for op in g.ops]
+    block = plan(g, grouping, 8, names, chain=True, joined={(1, 2)})
+    assert block.chains == [[0], [1, 2]]
+    assert tuple(names[1:5]) in block.kernels
+
+
+def test_the_judge_joins_two_kernels_through_gb_only_where_the_joined_one_is_faster():
+    """:meth:`GraphTurboPartitioner.judge` with a cost of 10 cycles per kernel launch plus one per
+    op joins the projection's kernel and the expansion's (14 < 11 + 13 cycles) and keeps the
+    joined kernel; at a cost that grows with the kernel's size it leaves them apart."""
+    g, grouping = _project_then_expand()
+    names = [op.name for op in g.ops]
+    for cost, expected in ((lambda ops: 10 + len(ops), [[0], [1, 2]]),
+                           (lambda ops: len(ops) ** 2, [[0], [1], [2]])):
+        partitioner = GraphTurboPartitioner(1 << 10, 8, chain=True, kernel_cost=(
+            lambda graph, requests, cost=cost: [cost(ops) for ops, _ in requests]))
+        block = plan(g, grouping, 8, names, chain=True)
+        assert block.chains == [[0], [1], [2]]
+        assert partitioner.judge(None, block, names).chains == expected

@@ -42,8 +42,8 @@ SubgraphCheck = Callable[[list[frozenset[int]]], bool]
 @dataclass
 class Grouping:
     """Result of Algorithm 2: SGs (sorted op ids, in topological order) and their BestSplit;
-    ``gb_best``: for an SG no split of which fits LB, its BestSplit against GB (section 3.6),
-    else None (empty without a GB)."""
+    ``gb_best``: each SG's BestSplit against GB (section 3.6; None where no split fits GB, empty
+    without a GB)."""
 
     groups: list[list[int]]
     best: list[Split | None]
@@ -287,8 +287,7 @@ class _Grouper:
                 break
         groups = [sorted(g) for g in self.groups]
         best = [self.best(g) for g in self.groups]
-        gb_best = [] if self.gb is None else [
-            self.best(g, self.gb) if b is None else None for g, b in zip(self.groups, best)]
+        gb_best = [] if self.gb is None else [self.best(g, self.gb) for g in self.groups]
         return Grouping(groups, best, dict(self.merges), gb_best)
 
 

@@ -25,6 +25,7 @@ layers (:func:`layers`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import warnings
 from collections.abc import Callable
@@ -124,9 +125,13 @@ class GraphTurboPartitioner:
         (the others cancel out); after dissolving a chain, a kernel of several anchors counts as
         the cheaper of itself and its layers under the staging schedule (which a later step
         splits it into). One kernel is replaced at a time and the block judged again until every
-        kernel holds: kernels only ever split, so that ends. Every trial of a round is planned
-        first and the costs they compare asked of ``kernel_cost`` in one batch; costs and
-        verdicts are memoised per (ops, plan)."""
+        kernel holds. Then two kernels one of which feeds only the other (:func:`linked` SGs) are
+        joined through GB (section 3.6: :func:`chains` with ``joined``) where the joined kernel
+        simulates faster than the two; the improving joins of a round are taken together where
+        that is faster still, else the best alone, and the block is judged again. Every step
+        lowers the simulated cycles, so that ends. Every trial of a round is planned first and
+        the costs they compare asked of ``kernel_cost`` in one batch; costs and verdicts are
+        memoised per (ops, plan)."""
         chain = self.chain and self.options.instances
         tg = block.graph
         costs: dict[tuple, int | None] = {}
@@ -165,7 +170,62 @@ class GraphTurboPartitioner:
         def total(kernels: set[tuple], cheaper_apart: bool) -> int | None:
             return _total([apart(key) if cheaper_apart else costs[key] for key in kernels])
 
+        def replan(grouping: Grouping, dissolved: set, joins: set) -> BlockPlan:
+            """``plan`` with the SGs ``dissolved`` unchained and the SG pairs ``joins`` joined
+            (both by their ops: dissolving an SG renumbers the SGs)."""
+            index = {frozenset(g): sg for sg, g in enumerate(grouping.groups)}
+            return plan(tg, grouping, self.cores, callees, self.options, chain=chain,
+                        unchained={index[g] for g in dissolved if g in index},
+                        joined={(index[a], index[b]) for a, b in joins if a in index and b in index})
+
+        def cheaper(trial: BlockPlan, current: set[tuple]) -> int | None:
+            """How many cycles ``trial``'s kernels save over ``current`` (costs fetched)."""
+            after = kernels_of(trial)
+            before_cycles, after_cycles = total(current - after, False), total(after - current, False)
+            return None if before_cycles is None or after_cycles is None else before_cycles - after_cycles
+
+        def join_step(block: BlockPlan) -> tuple[BlockPlan, set] | None:
+            """The block with the improving joins of one round, and the pairs joined; None when
+            no join improves."""
+            current = kernels_of(block)
+            groups = block.grouping.groups
+            heads = {sgs[0]: sgs for sgs in block.chains}
+            tails = {sgs[-1]: sgs for sgs in block.chains}
+            trials = []
+            for a, b in linked(tg, block.grouping):
+                pair = (frozenset(groups[a]), frozenset(groups[b]))
+                if a not in tails or b not in heads or pair in refused or {*pair} & unchained:
+                    continue
+                trial = replan(block.grouping, unchained, joined | {pair})
+                if not any(a in sgs and b in sgs for sgs in trial.chains):
+                    refused.add(pair)  # no split of the two lines up through GB
+                    continue
+                trials.append((pair, trial))
+            fetch([key for _, trial in trials for key in kernels_of(trial) ^ current])
+            gains = []
+            for pair, trial in trials:
+                gain = cheaper(trial, current)
+                _LOG.debug("graphturbo judge: joining %d and %d ops through GB saves %s cycles",
+                           len(pair[0]), len(pair[1]), gain)
+                if gain is None or gain <= 0:
+                    refused.add(pair)
+                else:
+                    gains.append((gain, pair, trial))
+            if not gains:
+                return None
+            gains.sort(key=lambda item: -item[0])
+            if len(gains) > 1:
+                pairs = {pair for _, pair, _ in gains}
+                together = replan(block.grouping, unchained, joined | pairs)
+                fetch(list(kernels_of(together) ^ current))
+                gain = cheaper(together, current)
+                if gain is not None and gain > gains[0][0]:
+                    return together, pairs
+            return gains[0][2], {gains[0][1]}
+
         unchained: set[frozenset[int]] = set()
+        joined: set[tuple[frozenset[int], frozenset[int]]] = set()
+        refused: set[tuple[frozenset[int], frozenset[int]]] = set()
         while True:
             current = kernels_of(block)
             trials = []
@@ -186,8 +246,7 @@ class GraphTurboPartitioner:
                     items.sort(key=lambda item: min(item[0]))
                     grouping = Grouping([g for g, _, _ in items], [b for _, b, _ in items],
                                         block.grouping.merges, [gb for _, _, gb in items])
-                trial = plan(tg, grouping, self.cores, callees, self.options, chain=chain,
-                             unchained={sg for sg, g in enumerate(grouping.groups) if frozenset(g) in dissolved})
+                trial = replan(grouping, dissolved, joined)
                 # Re-planning may change other kernels too (Algorithm 3's order, Algorithm 4's
                 # bindings): the kernels that differ are compared, the rest cancel out.
                 after = kernels_of(trial)
@@ -206,15 +265,21 @@ class GraphTurboPartitioner:
                 block = trial
                 break
             else:
-                return block
+                step = join_step(block) if chain and block.grouping.gb_best else None
+                if step is None:
+                    return block
+                block, pairs = step
+                joined |= pairs
 
 
 def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | None = None,
          options: KernelOptions | None = None, chain: bool = False,
-         unchained: set[int] | frozenset[int] = frozenset()) -> BlockPlan:
+         unchained: set[int] | frozenset[int] = frozenset(),
+         joined: set[tuple[int, int]] | frozenset[tuple[int, int]] = frozenset()) -> BlockPlan:
     """Sections 3.3-3.4 over a grouping: instances, the better order, bindings and scopes; the
-    kernels (SGs, or with ``chain`` the :func:`chains`, leaving the SGs ``unchained`` out, when
-    the depth-first order wins on the instances of the chains' splits); with ``callees`` (each
+    kernels (SGs, or with ``chain`` the :func:`chains`, leaving the SGs ``unchained`` out and
+    joining the SG pairs ``joined`` through GB, when the depth-first order wins on the instances
+    of the chains' splits); with ``callees`` (each
     op's PrimFunc name) also the plan of
     every fused kernel (the split of its last SG, the binding and scope of its first instance, and
     the scope of the first instance of every other SG of a chain; a kernel of one op is keyed by
@@ -224,16 +289,17 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
     ig = build_instances(tg, grouping)
     kind, order = choose_order(ig)
     if chain:
-        chained = chains(tg, grouping, unchained)
-        chained_splits = chain_splits(tg, grouping, chained)
+        chained = chains(tg, grouping, unchained, joined)
+        chained_splits = chain_splits(tg, grouping, chained, joined)
         chained_ig = build_instances(tg, grouping, splits=chained_splits)
         chained_kind, chained_order = choose_order(chained_ig)
         if chained_kind == "dfs":
             kernel_sgs, splits = chained, chained_splits
             ig, kind, order = chained_ig, chained_kind, chained_order
-        else:  # only the chains of SGs without an LB split: they have no LB instances to order
+        else:  # only the chains through GB: they have no LB instances to order
             kept = [c for chain in chained for c in
-                    ([chain] if len(chain) > 1 and _in_gb(grouping, chain) else [[sg] for sg in chain])]
+                    ([chain] if len(chain) > 1 and _through_gb(grouping, chain, joined)
+                     else [[sg] for sg in chain])]
             kernel_sgs = sorted(kept, key=lambda c: min(grouping.groups[c[0]]))
     binding = infer_bindings(order, {i: inst.shape for i, inst in enumerate(ig.instances)},
                              {i: inst.producers for i, inst in enumerate(ig.instances)}, cores)
@@ -261,39 +327,59 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
                      kernel_sgs)
 
 
-def chains(tg: TurboGraph, grouping: Grouping, unchained: set[int] | frozenset[int] = frozenset()
-           ) -> list[list[int]]:
+def chains(tg: TurboGraph, grouping: Grouping, unchained: set[int] | frozenset[int] = frozenset(),
+           joined: set[tuple[int, int]] | frozenset[tuple[int, int]] = frozenset()) -> list[list[int]]:
     """Straight chains of SGs (in topological order) whose instances line up: SG ``b`` joins the
     chain ending with ``a`` when ``a`` is its only producer SG, ``b`` the only consumer SG of
-    ``a``, and the chain with ``b`` still has a :func:`chain_split` - then instance ``j`` of the
-    chain needs only slice ``j`` of every SG in it, and the depth-first order of Algorithm 3 runs
-    them back to back. An SG in ``unchained`` is a chain of its own."""
+    ``a`` (:func:`linked`), and the chain with ``b`` still has a :func:`chain_split` - then
+    instance ``j`` of the chain needs only slice ``j`` of every SG in it, and the depth-first
+    order of Algorithm 3 runs them back to back. A pair ``(a, b)`` in ``joined`` is chained
+    through GB (section 3.6): by every SG's split against GB; a chain with such a pair grows by
+    joined pairs only. An SG in ``unchained`` is a chain of its own."""
+    producers, consumers = _sg_links(tg, grouping)
+    result: list[list[int]] = []
+    tail: dict[int, int] = {}  # last SG of a chain -> its index in result
+    for sg in sorted(range(len(grouping.groups)), key=lambda g: min(grouping.groups[g])):
+        prev = next(iter(producers[sg])) if len(producers[sg]) == 1 else None
+        if (prev is not None and prev in tail and consumers[prev] == {sg}
+                and sg not in unchained and prev not in unchained):
+            longer = [*result[tail[prev]], sg]
+            through = [pair in joined for pair in itertools.pairwise(longer)]
+            if (through[-1] or not any(through)) and \
+                    chain_split(tg, grouping, longer, any(through)) is not None:
+                chain = tail.pop(prev)
+                result[chain].append(sg)
+                tail[sg] = chain
+                continue
+        tail[sg] = len(result)
+        result.append([sg])
+    return result
+
+
+def linked(tg: TurboGraph, grouping: Grouping) -> list[tuple[int, int]]:
+    """The SG pairs ``(a, b)`` where ``a`` is ``b``'s only producer SG and ``b`` the only
+    consumer SG of ``a``: what :func:`chains` may put in one chain."""
+    producers, consumers = _sg_links(tg, grouping)
+    return [(a, b) for b, found in enumerate(producers) if len(found) == 1
+            for a in found if consumers[a] == {b}]
+
+
+def _sg_links(tg: TurboGraph, grouping: Grouping) -> tuple[list[set[int]], list[set[int]]]:
+    """Each SG's producer SGs and consumer SGs."""
     owner = {op: sg for sg, group in enumerate(grouping.groups) for op in group}
-    producers = [set() for _ in grouping.groups]
-    consumers = [set() for _ in grouping.groups]
+    producers: list[set[int]] = [set() for _ in grouping.groups]
+    consumers: list[set[int]] = [set() for _ in grouping.groups]
     for sg, group in enumerate(grouping.groups):
         for op in group:
             for p in tg.ops[op].inputs:
                 if owner[p] != sg:
                     producers[sg].add(owner[p])
                     consumers[owner[p]].add(sg)
-    result: list[list[int]] = []
-    tail: dict[int, int] = {}  # last SG of a chain -> its index in result
-    for sg in sorted(range(len(grouping.groups)), key=lambda g: min(grouping.groups[g])):
-        prev = next(iter(producers[sg])) if len(producers[sg]) == 1 else None
-        if (prev is not None and prev in tail and consumers[prev] == {sg}
-                and sg not in unchained and prev not in unchained
-                and chain_split(tg, grouping, [*result[tail[prev]], sg]) is not None):
-            chain = tail.pop(prev)
-            result[chain].append(sg)
-            tail[sg] = chain
-        else:
-            tail[sg] = len(result)
-            result.append([sg])
-    return result
+    return producers, consumers
 
 
-def chain_split(tg: TurboGraph, grouping: Grouping, sgs: list[int]) -> dict[int, Split] | None:
+def chain_split(tg: TurboGraph, grouping: Grouping, sgs: list[int],
+                through_gb: bool = False) -> dict[int, Split] | None:
     """The split of every SG of a chain run as one instance loop (Fig. 3(b)): the last SG's
     BestSplit dimension, as many instances as the chain's largest splitting factor (so every SG's
     instance fits LB), reaching each SG's output along one of its dimensions with no halo
@@ -303,9 +389,13 @@ def chain_split(tg: TurboGraph, grouping: Grouping, sgs: list[int]) -> dict[int,
     against GB (section 3.6, ``grouping.gb_best``), the others' by theirs against LB: its
     instances fit GB, and where the last SG's dimension has no such split, the outermost one
     (the images of a batch: no halo, nothing recomputed) is tried too, with at most as many
-    instances as it has indices."""
-    in_gb = _in_gb(grouping, sgs)
-    best = [grouping.gb_best[sg] if in_gb and grouping.best[sg] is None else grouping.best[sg]
+    instances as it has indices. With ``through_gb`` (a chain :func:`chains` joins through GB)
+    every SG is split by its BestSplit against GB, those with none by theirs against LB."""
+    if through_gb and not grouping.gb_best:
+        return None
+    in_gb = through_gb or _in_gb(grouping, sgs)
+    best = [(grouping.gb_best[sg] or grouping.best[sg]) if through_gb else
+            grouping.gb_best[sg] if in_gb and grouping.best[sg] is None else grouping.best[sg]
             for sg in sgs]
     members = sorted(op for sg in sgs for op in grouping.groups[sg])
     if any(b is None for b in best) or not tg.fusible_together(members):
@@ -338,12 +428,15 @@ def _chain_split_along(tg: TurboGraph, grouping: Grouping, sgs: list[int], best:
     return result
 
 
-def chain_splits(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]]) -> list[Split | None]:
+def chain_splits(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]],
+                 joined: set[tuple[int, int]] | frozenset[tuple[int, int]] = frozenset()
+                 ) -> list[Split | None]:
     """Every SG's split when the SGs of each of ``kernel_sgs`` run as one kernel: the
-    :func:`chain_split` of its chain (its BestSplit when alone)."""
+    :func:`chain_split` of its chain (its BestSplit when alone or in a chain through GB, whose
+    instance count the kernel generator picks)."""
     splits = list(grouping.best)
     for sgs in kernel_sgs:
-        if len(sgs) > 1 and not _in_gb(grouping, sgs):
+        if len(sgs) > 1 and not _through_gb(grouping, sgs, joined):
             for sg, split in chain_split(tg, grouping, sgs).items():
                 splits[sg] = split
     return splits
@@ -377,6 +470,12 @@ def _in_gb(grouping: Grouping, sgs: list[int]) -> bool:
         return False
     gb = [sg for sg in sgs if grouping.best[sg] is None]
     return bool(gb) and all(grouping.gb_best[sg] is not None for sg in gb)
+
+
+def _through_gb(grouping: Grouping, sgs: list[int],
+                joined: set[tuple[int, int]] | frozenset[tuple[int, int]]) -> bool:
+    """Whether the chain ``sgs`` runs through GB: :func:`_in_gb`, or two of its SGs ``joined``."""
+    return _in_gb(grouping, sgs) or any(pair in joined for pair in itertools.pairwise(sgs))
 
 
 def _anchors(tg: TurboGraph, ops: list[int]) -> int:
