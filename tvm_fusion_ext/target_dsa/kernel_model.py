@@ -15,9 +15,9 @@ A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1,
   blocks' ``T.reads`` / ``T.writes``): what an instruction scheduler may not reorder (section 4.4);
 * a loop annotated ``dsa.tile`` spreads its iterations (tiles) over ``dsa.cores`` cores; with
   ``dsa.double_buffer`` the DMA of one tile overlaps the compute of another (section 4.4), and
-  so do the iterations of the outermost loop inside the tile around a statement sequence (its
-  events, at any depth below it, carry ``steps``: a GEMM's reduction chunks, each staging its
-  operands);
+  so do the iterations of a loop inside the tile around a statement sequence that loads into LB
+  (the innermost such loop; its events, at any depth below it, carry ``steps``: a GEMM's
+  reduction chunks, each staging its operands);
 * in a double-buffered phase run right after another (in the same instance loop), a load of the
   first tile that follows no other event and reads nothing that phase writes (a weight's
   promotion) is marked ``early``: section 4.4's scheduler may issue it while that phase ends
@@ -136,9 +136,9 @@ class _Phase:
         """Append ``event`` (one leaf block) reading ``reads`` and writing ``writes``; its
         ``deps`` are the events it must follow: the last writer of what it reads or writes
         (read/write after write) and the readers of what it overwrites (write after read).
-        ``steps``: iterations of the loops around the outermost statement sequence it is in,
-        inside the tile (a GEMM's reduction chunks, each staging its operands, with the loops
-        nested in them), recorded when above one."""
+        ``steps``: iterations of the loops around the innermost statement sequence holding it
+        that loads, inside the tile (a GEMM's reduction chunks, each staging its operands, with
+        the loops nested in them), recorded when above one."""
         if steps > 1:
             event["steps"] = steps
         index = len(self.events)
@@ -292,11 +292,14 @@ class _Walker:
               steps: int = 1) -> None:
         """``trip``: iterations of the loops around ``stmt`` (inside the tile once in it);
         ``seq_trip``: those around the innermost statement sequence holding it (one DMA transfer
-        each); ``steps``: those around the outermost sequence inside the tile, the iterations a
-        double-buffered tile pipelines (a GEMM's reduction chunks with the loops nested in them)."""
+        each); ``steps``: those around the innermost sequence holding it that loads into a faster
+        level itself (:func:`_loads`), the iterations a double-buffered tile pipelines (a GEMM's
+        reduction chunks, the loops nested in them included)."""
         if isinstance(stmt, tirx.SeqStmt):
+            if in_tile and any(_loads(child) for child in stmt.seq):
+                steps = trip
             for child in stmt.seq:
-                self._walk(child, phase, trip, trip, in_tile, steps if steps > 1 else trip)
+                self._walk(child, phase, trip, trip, in_tile, steps)
         elif isinstance(stmt, tirx.For):
             extent = _int(stmt.extent)
             annotations = dict(stmt.annotations) if stmt.annotations is not None else {}
@@ -365,6 +368,26 @@ class _Walker:
         if direct:
             event["direct"] = dict(direct)
         phase.add(event, reads, writes, steps)
+
+
+def _loads(stmt) -> bool:
+    """Whether ``stmt`` is a loop nest around a DMA towards a faster level (no sequence between)."""
+    while True:
+        if isinstance(stmt, s_tir.SBlockRealize):
+            if not has_child_block(stmt.block):
+                store = _seq(stmt.block.body)[-1]
+                return isinstance(store, tirx.BufferStore) and isinstance(
+                    store.value, tvm.ir.TensorLoad) and LEVELS.index(level_of(
+                        store.value.source.scope())) < LEVELS.index(level_of(store.buffer.scope()))
+            stmt = stmt.block.body
+        elif isinstance(stmt, tirx.SeqStmt):
+            return False
+        elif isinstance(stmt, tirx.IfThenElse):
+            stmt = stmt.then_case
+        elif hasattr(stmt, "body"):
+            stmt = stmt.body
+        else:
+            return False
 
 
 def read_in_place(block, region) -> bool:

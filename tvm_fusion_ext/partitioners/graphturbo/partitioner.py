@@ -270,6 +270,12 @@ class GraphTurboPartitioner:
                     return block
                 block, pairs = step
                 joined |= pairs
+                # A joined kernel beats its two kernels, each of which beat its parts: kept.
+                groups = block.grouping.groups
+                kept.update(key_of(sorted(op for sg in sgs for op in groups[sg]), block.kernels)
+                            for sgs in block.chains if any(
+                                (frozenset(groups[a]), frozenset(groups[b])) in joined
+                                for a, b in itertools.pairwise(sgs)))
 
 
 def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | None = None,
