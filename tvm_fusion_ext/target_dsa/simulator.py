@@ -41,10 +41,9 @@ the program is the sum over its kernel calls.
 
 Across layers (section 4.4, Fig. 13: "the latency of these promotion statements can be hidden
 behind an earlier executed layer"), the loads of a double-buffered phase's first tile that the
-kernel model marks ``early`` are issued at the end of the phase before it, in the cycles that
-phase's load queue idles after its last tile's last load (that tile's makespan after its last
-load-queue event): when they fit, they take no time in the first tile's makespan (they still
-occupy the queue in the steady state).
+kernel model marks ``early`` are issued during the phase before it, in the cycles that phase's
+load queue idles on a core (its cycles minus the queue's busy cycles): when they fit, they take
+no time in the first tile's makespan (they still occupy the queue in the steady state).
 
 An instance loop with double buffering (the phases of one ``overlap_group``, each repeated ``n``
 times) fetches the next instance's GB data during this instance's other phases (section 4.4):
@@ -70,16 +69,16 @@ DMA_OUT = "dma_out"  # stores away from LB, on the second DMA engine
 def phase_cycles(phase: dict, spec: DSASpec, busy: dict | None = None,
                  traffic: dict | None = None, slack: int = 0) -> int:
     """Cycles of one phase, all its repeats; adds unit busy cycles and bytes per level into
-    ``busy``/``traffic``. ``slack``: the cycles the load queue idles at the end of the phase
+    ``busy``/``traffic``. ``slack``: the cycles per repeat the load queue idles in the phase
     before (module docstring)."""
     return int(phase.get("repeat", 1)) * _one_repeat(phase, spec, busy, traffic, slack)[0]
 
 
 def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | None,
                 slack: int = 0) -> tuple[int, int]:
-    """Cycles of one repeat of a phase, and the cycles its load queue idles at its end (after the
-    last tile's last load); ``busy``/``traffic`` get all its repeats. The ``early`` loads of the
-    first tile are issued during the phase before when they fit in its idle ``slack``."""
+    """Cycles of one repeat of a phase, and the cycles of it one core's load queue idles;
+    ``busy``/``traffic`` get all its repeats. The ``early`` loads of the first tile are issued
+    during the phase before when they fit in its idle ``slack``."""
     tiles = int(phase["instances"])
     cores = max(1, min(int(phase["cores"]), spec.num_cores))
     active = max(1, min(tiles, cores))
@@ -123,14 +122,13 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
         steps = max((int(e.get("steps", 1)) for e in events), default=1)
         if steps > 1:
             first, occupancy = _pipelined_tile(events, queues, durations, steps, hidden)
-            tail = _tail(events, queues, durations, lambda e: int(e.get("steps", 1)) == steps)
         else:
-            first, occupancy, finish = _list_schedule(events, queues, durations, hidden)
-            tail = first - max((f for f, q in zip(finish, queues) if q == DMA_IN), default=0)
+            first, occupancy = _list_schedule(events, queues, durations, hidden)
         cycles = first + (per_core - 1) * max(occupancy.values(), default=0)
+        loading = per_core * occupancy.get(DMA_IN, 0)
     else:
         cycles = per_core * sum(durations)
-        tail = _tail(events, queues, durations, lambda e: False)
+        loading = per_core * sum(d for d, q in zip(durations, queues) if q == DMA_IN)
     repeat = int(phase.get("repeat", 1))
     if busy is not None:
         for name, value in unit_cycles.items():
@@ -139,15 +137,7 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
     if traffic is not None:
         for key, value in tile_bytes.items():
             traffic[key] = traffic.get(key, 0) + repeat * tiles * value
-    return cycles, tail
-
-
-def _tail(events: list[dict], queues: list[str], durations: list[int], looped) -> int:
-    """The cycles of a tile's events issued one after another after its last load-queue event,
-    none of them ``looped`` (inside a pipelined loop), else 0."""
-    last = max((i for i, q in enumerate(queues) if q == DMA_IN), default=-1)
-    after = range(last + 1, len(events))
-    return 0 if any(looped(events[i]) for i in after) else sum(durations[i] for i in after)
+    return cycles, cycles - loading
 
 
 def _compute_cycles(event: dict, unit) -> int:
@@ -162,13 +152,12 @@ def _compute_cycles(event: dict, unit) -> int:
 
 
 def _list_schedule(events: list[dict], queues: list[str], durations: list[int],
-                   hidden: set[int] | frozenset[int] = frozenset()) -> tuple[int, dict, list[int]]:
+                   hidden: set[int] | frozenset[int] = frozenset()) -> tuple[int, dict]:
     """One tile under section 4.4's instruction scheduling: every event goes to its queue's
     in-order stream and starts once that queue is free and the events in its ``deps`` finished;
     the events in ``hidden`` were issued during the phase before (done at the start). Returns
-    the tile's makespan, each queue's busy cycles (the per-tile bound of the steady state once
-    tiles are pipelined, hidden events included: later tiles issue them in the phase) and each
-    event's finish."""
+    the tile's makespan and each queue's busy cycles (the per-tile bound of the steady state
+    once tiles are pipelined, hidden events included: later tiles issue them in the phase)."""
     free: dict[str, int] = defaultdict(int)
     occupancy: dict[str, int] = defaultdict(int)
     finish: list[int] = []
@@ -180,7 +169,7 @@ def _list_schedule(events: list[dict], queues: list[str], durations: list[int],
         start = max([free[queue], *(finish[d] for d in event.get("deps", ()))])
         finish.append(start + cycles)
         free[queue] = start + cycles
-    return max(finish, default=0), occupancy, finish
+    return max(finish, default=0), occupancy
 
 
 def _pipelined_tile(events: list[dict], queues: list[str], durations: list[int],
@@ -197,7 +186,7 @@ def _pipelined_tile(events: list[dict], queues: list[str], durations: list[int],
     iteration = [{"deps": [position[d] for d in events[i].get("deps", ()) if d in position]}
                  for i in body]
     per_step = [math.ceil(Fraction(durations[i], steps)) for i in body]
-    first, step_busy, _ = _list_schedule(iteration, [queues[i] for i in body], per_step)
+    first, step_busy = _list_schedule(iteration, [queues[i] for i in body], per_step)
     others = sum(d for i, d in enumerate(durations) if i not in position and i not in hidden)
     occupancy: dict[str, int] = defaultdict(int)
     for queue, cycles in zip(queues, durations):
