@@ -118,23 +118,6 @@ def test_elementwise_chain_stays_in_lb(tiny):
     assert model["footprint"]["lb"] == 4 * 16 * 256 * 4
 
 
-def test_a_promotion_hides_behind_the_layer_before(tiny):
-    # Section 4.4 (Fig. 13). Two layers of 4 row tiles on 2 cores (2 tiles per core, DDR 32 and
-    # GB 64 B/cycle per core, one DMA queue for loads and stores).
-    # Layer 1: load A 16384/32 + 10 = 522, exp 4096/8 = 512, store to GB 16384/64 + 10 = 266:
-    #   1300 + one more tile at the DMA queue's 788 = 2088, of which the queue idles
-    #   2088 - 2 * 788 = 512 cycles.
-    # Layer 2: load W 1024/32 + 10 = 42, load G 266, multiply 512, store 522. W follows no event
-    #   and layer 1 does not write it: issued during layer 1 (42 <= 512 idle), so the first tile
-    #   takes 266 + 512 + 522 = 1300 instead of 1342; then the DMA queue's 830: 2130.
-    model, prof = _run(hand.two_layers, tiny)
-    assert [[bool(e.get("early")) for e in p["events"]] for p in model["phases"]] == [
-        [False, False, False], [True, False, False, False]]
-    assert prof["cycles"] == 100 + 2088 + 2130
-    model["phases"][1]["events"][0].pop("early")
-    assert simulate({"k": model}, ["k"], tiny)["cycles"] == 100 + 2088 + 2130 + 42
-
-
 def test_kernel_spilling_to_gb(tiny):
     # exp(A) (128 KB > LB) crosses from row tiles to column tiles through GB.
     # GB rate with 2 active cores in one cluster: 128 / 2 = 64 B/cycle; DDR 32 B/cycle.

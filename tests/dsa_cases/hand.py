@@ -121,55 +121,6 @@ def ew_chain(A: T.Buffer((64, 256), "float32"), B: T.Buffer((64, 256), "float32"
 
 
 @T.prim_func(s_tir=True)
-def two_layers(A: T.Buffer((64, 256), "float32"), W: T.Buffer((256,), "float32"),
-               D: T.Buffer((64, 256), "float32")):
-    """D = exp(A) * W in two double-buffered layers of 4 row tiles of 16, exp(A) exchanged
-    through GB; the second layer loads the weight W per tile."""
-    G = T.sblock_alloc_buffer((64, 256), "float32", scope="global.dsa_gb")
-    A_lb = T.sblock_alloc_buffer((64, 256), "float32", scope="local.dsa_lb")
-    E_lb = T.sblock_alloc_buffer((64, 256), "float32", scope="local.dsa_lb")
-    W_lb = T.sblock_alloc_buffer((256,), "float32", scope="local.dsa_lb")
-    G_lb = T.sblock_alloc_buffer((64, 256), "float32", scope="local.dsa_lb")
-    D_lb = T.sblock_alloc_buffer((64, 256), "float32", scope="local.dsa_lb")
-    for t in T.serial(4, annotations=TILE):
-        for i, j in T.grid(16, 256):
-            with T.sblock("A_lb"):
-                vi = T.axis.spatial(64, t * 16 + i)
-                vj = T.axis.spatial(256, j)
-                A_lb[vi, vj] = A[vi, vj]
-        for i, j in T.grid(16, 256):
-            with T.sblock("exp"):
-                vi = T.axis.spatial(64, t * 16 + i)
-                vj = T.axis.spatial(256, j)
-                E_lb[vi, vj] = T.exp(A_lb[vi, vj])
-        for i, j in T.grid(16, 256):
-            with T.sblock("G"):
-                vi = T.axis.spatial(64, t * 16 + i)
-                vj = T.axis.spatial(256, j)
-                G[vi, vj] = E_lb[vi, vj]
-    for t in T.serial(4, annotations=TILE):
-        for j in range(256):
-            with T.sblock("W_lb"):
-                vj = T.axis.spatial(256, j)
-                W_lb[vj] = W[vj]
-        for i, j in T.grid(16, 256):
-            with T.sblock("G_lb"):
-                vi = T.axis.spatial(64, t * 16 + i)
-                vj = T.axis.spatial(256, j)
-                G_lb[vi, vj] = G[vi, vj]
-        for i, j in T.grid(16, 256):
-            with T.sblock("mul"):
-                vi = T.axis.spatial(64, t * 16 + i)
-                vj = T.axis.spatial(256, j)
-                D_lb[vi, vj] = G_lb[vi, vj] * W_lb[vj]
-        for i, j in T.grid(16, 256):
-            with T.sblock("D"):
-                vi = T.axis.spatial(64, t * 16 + i)
-                vj = T.axis.spatial(256, j)
-                D[vi, vj] = D_lb[vi, vj]
-
-
-@T.prim_func(s_tir=True)
 def spill_to_gb(A: T.Buffer((64, 512), "float32"), O: T.Buffer((64, 512), "float32")):
     """O = exp(A) * 2 with row tiles for exp and column tiles for the product: exp(A) (128 KB,
     more than an LB) crosses the change of tiling through a GB buffer."""

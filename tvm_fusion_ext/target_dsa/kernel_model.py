@@ -18,10 +18,6 @@ A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1,
   so do the iterations of a loop inside the tile around a statement sequence that loads into LB
   (the innermost such loop; its events, at any depth below it, carry ``steps``: a GEMM's
   reduction chunks, each staging its operands);
-* in a double-buffered phase run right after another (in the same instance loop), a load of the
-  first tile that follows no other event and reads nothing that phase writes (a weight's
-  promotion) is marked ``early``: section 4.4's scheduler may issue it while that phase runs
-  (Fig. 13), and its LB buffer is live from that phase on;
 * a top-level loop annotated ``dsa.instances`` runs its body once per sub-graph instance
   (GraphTurbo section 3.3): each statement of its body is a phase repeated that many times; with
   ``dsa.double_buffer`` its *prefetch* phases (DMA into GB only) for the next instance overlap
@@ -128,7 +124,6 @@ class _Phase:
         self.cores = 1
         self.double_buffer = False
         self.events: list[dict] = []
-        self.writes: list[list] = []  # the buffers each event writes
         self._writer: dict = {}  # buffer -> index of the last event writing it
         self._readers: dict = defaultdict(list)  # buffer -> events reading it since that write
 
@@ -154,7 +149,6 @@ class _Phase:
         if deps:
             event["deps"] = sorted(deps)
         self.events.append(event)
-        self.writes.append(list(writes))
 
     def as_dict(self) -> dict:
         out = {"instances": self.instances, "cores": self.cores,
@@ -196,19 +190,14 @@ class _Walker:
         if root is not None:
             self._alloc(root, in_tile=False)
             stmts = _seq(root.body)
-        before = None  # the phase run just before: (buffers it writes, its first leaf, repeat, group)
         for stmt, repeat, group in self._phase_stmts(stmts, 1, None):
             phase = _Phase(repeat, group)
             self._phase_writes = set()
-            first_leaf = len(self.touched)
             self._walk(stmt, phase, trip=1, seq_trip=1, in_tile=False)
             if phase.events:
-                if before is not None and phase.double_buffer and before[2:] == (repeat, group):
-                    self._issue_early(phase, *before[:2])
                 self.phases.append(phase.as_dict())
                 if group is not None and group[1] and phase.prefetch:
                     self.prefetched |= {b for b in self._phase_writes if b in self.gb_buffers}
-                before = ({b.name for b in self._phase_writes}, first_leaf, repeat, group)
         self.footprint["lb_db"] = sum(
             size * (2 if key in self.dma_destinations else 1) for key, size in self.lb_buffers.items())
         self.footprint["lb_live"] = self._live_peak(self.lb_buffers, double=False)
@@ -216,20 +205,6 @@ class _Walker:
         self.footprint["gb_live"] = self._live_peak(self.gb_buffers, double=True,
                                                     doubled=self.prefetched)
         self.footprint["gb_tile_live"] = self._live_peak(self.tile_gb_buffers, double=False)
-
-    def _issue_early(self, phase: _Phase, written: set[str], first_leaf: int) -> None:
-        """Mark the promotions of ``phase``'s first tile that section 4.4's scheduler may issue
-        while the phase before it runs ("the latency of these promotion statements can be hidden
-        behind an earlier executed layer", Fig. 13): loads that follow no event of the tile and
-        read nothing the phase before writes (``written``: buffer names), outside a pipelined
-        loop. Their LB buffers are live from that phase's first leaf (``first_leaf``) on."""
-        for event, writes in zip(phase.events, phase.writes):
-            if event["kind"] != "dma" or LEVELS.index(event["src"]) >= LEVELS.index(event["dst"]) \
-                    or "deps" in event or "steps" in event or event["tensor"] in written:
-                continue
-            event["early"] = True
-            self.touched[first_leaf] = [*self.touched[first_leaf],
-                                        *(b for b in writes if b in self.lb_buffers)]
 
     def _phase_stmts(self, stmts, repeat: int, group):
         """Top-level statements with their repeat count and instance loop ``(id, overlapped)``; a

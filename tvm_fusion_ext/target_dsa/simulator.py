@@ -39,12 +39,6 @@ chunk loads ``L``, chunk compute ``C`` and a store ``S`` after the loop that is
 (``repeat`` in its model) costs that many times. A kernel takes ``launch_cycles + sum(phases)``;
 the program is the sum over its kernel calls.
 
-Across layers (section 4.4, Fig. 13: "the latency of these promotion statements can be hidden
-behind an earlier executed layer"), the loads of a double-buffered phase's first tile that the
-kernel model marks ``early`` are issued during the phase before it, in the cycles that phase's
-load queue idles on a core (its cycles minus the queue's busy cycles): when they fit, they take
-no time in the first tile's makespan (they still occupy the queue in the steady state).
-
 An instance loop with double buffering (the phases of one ``overlap_group``, each repeated ``n``
 times) fetches the next instance's GB data during this instance's other phases (section 4.4):
 with ``P`` the cycles of its ``prefetch`` phases and ``R`` those of the others per instance, it
@@ -67,18 +61,14 @@ DMA_OUT = "dma_out"  # stores away from LB, on the second DMA engine
 
 
 def phase_cycles(phase: dict, spec: DSASpec, busy: dict | None = None,
-                 traffic: dict | None = None, slack: int = 0) -> int:
+                 traffic: dict | None = None) -> int:
     """Cycles of one phase, all its repeats; adds unit busy cycles and bytes per level into
-    ``busy``/``traffic``. ``slack``: the cycles per repeat the load queue idles in the phase
-    before (module docstring)."""
-    return int(phase.get("repeat", 1)) * _one_repeat(phase, spec, busy, traffic, slack)[0]
+    ``busy``/``traffic``."""
+    return int(phase.get("repeat", 1)) * _one_repeat(phase, spec, busy, traffic)
 
 
-def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | None,
-                slack: int = 0) -> tuple[int, int]:
-    """Cycles of one repeat of a phase, and the cycles of it one core's load queue idles;
-    ``busy``/``traffic`` get all its repeats. The ``early`` loads of the first tile are issued
-    during the phase before when they fit in its idle ``slack``."""
+def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | None) -> int:
+    """Cycles of one repeat of a phase; ``busy``/``traffic`` get all its repeats."""
     tiles = int(phase["instances"])
     cores = max(1, min(int(phase["cores"]), spec.num_cores))
     active = max(1, min(tiles, cores))
@@ -116,19 +106,15 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
             raise ValueError(f"unknown event kind {kind!r}")
         queues.append(queue)
         durations.append(cycles)
-    early = {i for i, event in enumerate(events) if event.get("early")}
-    hidden = early if phase["double_buffer"] and sum(durations[i] for i in early) <= slack else set()
     if phase["double_buffer"]:
         steps = max((int(e.get("steps", 1)) for e in events), default=1)
         if steps > 1:
-            first, occupancy = _pipelined_tile(events, queues, durations, steps, hidden)
+            first, occupancy = _pipelined_tile(events, queues, durations, steps)
         else:
-            first, occupancy = _list_schedule(events, queues, durations, hidden)
+            first, occupancy = _list_schedule(events, queues, durations)
         cycles = first + (per_core - 1) * max(occupancy.values(), default=0)
-        loading = per_core * occupancy.get(DMA_IN, 0)
     else:
         cycles = per_core * sum(durations)
-        loading = per_core * sum(d for d, q in zip(durations, queues) if q == DMA_IN)
     repeat = int(phase.get("repeat", 1))
     if busy is not None:
         for name, value in unit_cycles.items():
@@ -137,7 +123,7 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
     if traffic is not None:
         for key, value in tile_bytes.items():
             traffic[key] = traffic.get(key, 0) + repeat * tiles * value
-    return cycles, cycles - loading
+    return cycles
 
 
 def _compute_cycles(event: dict, unit) -> int:
@@ -151,43 +137,37 @@ def _compute_cycles(event: dict, unit) -> int:
     return cycles
 
 
-def _list_schedule(events: list[dict], queues: list[str], durations: list[int],
-                   hidden: set[int] | frozenset[int] = frozenset()) -> tuple[int, dict]:
+def _list_schedule(events: list[dict], queues: list[str], durations: list[int]) -> tuple[int, dict]:
     """One tile under section 4.4's instruction scheduling: every event goes to its queue's
-    in-order stream and starts once that queue is free and the events in its ``deps`` finished;
-    the events in ``hidden`` were issued during the phase before (done at the start). Returns
-    the tile's makespan and each queue's busy cycles (the per-tile bound of the steady state
-    once tiles are pipelined, hidden events included: later tiles issue them in the phase)."""
+    in-order stream and starts once that queue is free and the events in its ``deps`` finished.
+    Returns the tile's makespan and each queue's busy cycles (the per-tile bound of the steady
+    state once tiles are pipelined)."""
     free: dict[str, int] = defaultdict(int)
     occupancy: dict[str, int] = defaultdict(int)
     finish: list[int] = []
-    for i, (event, queue, cycles) in enumerate(zip(events, queues, durations)):
-        occupancy[queue] += cycles
-        if i in hidden:
-            finish.append(0)
-            continue
+    for event, queue, cycles in zip(events, queues, durations):
         start = max([free[queue], *(finish[d] for d in event.get("deps", ()))])
         finish.append(start + cycles)
         free[queue] = start + cycles
+        occupancy[queue] += cycles
     return max(finish, default=0), occupancy
 
 
 def _pipelined_tile(events: list[dict], queues: list[str], durations: list[int],
-                    steps: int, hidden: set[int] | frozenset[int] = frozenset()) -> tuple[int, dict]:
+                    steps: int) -> tuple[int, dict]:
     """One double-buffered tile whose events inside a loop of ``steps`` iterations (``steps`` in
     their model) are pipelined iteration after iteration: one iteration (each of those events'
     cycles over ``steps``) is list-scheduled, the next ones follow at the busiest queue's pace
     (the next iteration's loads overlap this one's compute), and the tile's other events (an
     accumulator's initialisation, the store) are issued one after another around them. Returns
-    the tile's makespan and each queue's busy cycles over the whole tile; the events in
-    ``hidden`` (outside the loop) were issued during the phase before."""
+    the tile's makespan and each queue's busy cycles over the whole tile."""
     body = [i for i, event in enumerate(events) if int(event.get("steps", 1)) == steps]
     position = {i: k for k, i in enumerate(body)}
     iteration = [{"deps": [position[d] for d in events[i].get("deps", ()) if d in position]}
                  for i in body]
     per_step = [math.ceil(Fraction(durations[i], steps)) for i in body]
     first, step_busy = _list_schedule(iteration, [queues[i] for i in body], per_step)
-    others = sum(d for i, d in enumerate(durations) if i not in position and i not in hidden)
+    others = sum(d for i, d in enumerate(durations) if i not in position)
     occupancy: dict[str, int] = defaultdict(int)
     for queue, cycles in zip(queues, durations):
         occupancy[queue] += cycles
@@ -200,19 +180,18 @@ def kernel_cycles(model: dict, spec: DSASpec, busy: dict | None = None,
     an overlapped instance loop as the module docstring says)."""
     total = spec.launch_cycles
     phases = model["phases"]
-    i = slack = 0
+    i = 0
     while i < len(phases):
         group = phases[i].get("overlap_group")
         if group is None:
-            cycles, slack = _one_repeat(phases[i], spec, busy, traffic, slack)
-            total += int(phases[i].get("repeat", 1)) * cycles
+            total += phase_cycles(phases[i], spec, busy, traffic)
             i += 1
             continue
         end = i
         while end < len(phases) and phases[end].get("overlap_group") == group:
             end += 1
         total += _overlapped_cycles(phases[i:end], spec, busy, traffic)
-        i, slack = end, 0
+        i = end
     return total
 
 
@@ -220,10 +199,10 @@ def _overlapped_cycles(phases: list[dict], spec: DSASpec, busy: dict | None,
                        traffic: dict | None) -> int:
     """One double-buffered instance loop (module docstring)."""
     repeat = int(phases[0].get("repeat", 1))
-    prefetch = rest = slack = 0
+    prefetch = rest = 0
     ddr: dict[str, int] = defaultdict(int)
     for phase in phases:
-        cycles, slack = _one_repeat(phase, spec, busy, ddr, slack)
+        cycles = _one_repeat(phase, spec, busy, ddr)
         if phase.get("prefetch"):
             prefetch += cycles
         else:
