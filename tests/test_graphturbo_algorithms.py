@@ -309,18 +309,27 @@ def test_a_chain_of_sgs_grouped_against_gb_is_one_kernel_of_one_planned_instance
     assert chains(g, group_subgraphs(g, lb_bytes=1 << 10)) == [[sg] for sg in range(6)]
 
 
-def test_a_chain_through_gb_falls_back_to_the_images_when_its_last_split_recomputes():
-    """A GB-sized SG (a projection, then the next block's expansion and ReLU; section 3.6) feeding
-    a depthwise conv whose LB split runs along the channels: along the channels every instance
-    would need the whole projection (its output channels are contracted by the expansion), so
-    the chain is split along the images instead, as many instances as the larger factor."""
+def _project_then_expand():
+    """A projection (1x1 conv) feeding the next block's expansion, ReLU and depthwise conv, with
+    LB splits along the channels (the expansion contracts the projection's channels, so no
+    channel slice of one needs only a slice of the other) and GB splits along the images."""
     b = _Builder()
     x = b.add("x", (8, 16, 32, 32), fusible=False)
     project = b.conv("project", (8, 16, 32, 32), x)
     relu = b.add("relu", (8, 64, 32, 32), [b.conv("expand", (8, 64, 32, 32), project)])
     b.add("dw", (8, 64, 32, 32), [relu], window={2: 2, 3: 2}, anchor=True)
     b.ops[-1].is_output = True
-    g = b.graph()
+    grouping = Grouping([[0], [1], [2, 3, 4]], [None, Split(1, 1, 2, 1), Split(1, 1, 8, 1)], {},
+                        [None, Split(1, 1, 2, 0), Split(1, 1, 4, 0)])
+    return b.graph(), grouping
+
+
+def test_a_chain_through_gb_falls_back_to_the_images_when_its_last_split_recomputes():
+    """A GB-sized SG (a projection, then the next block's expansion and ReLU; section 3.6) feeding
+    a depthwise conv whose LB split runs along the channels: along the channels every instance
+    would need the whole projection (its output channels are contracted by the expansion), so
+    the chain is split along the images instead, as many instances as the larger factor."""
+    g, _ = _project_then_expand()
     grouping = Grouping([[0], [1, 2, 3], [4]], [None, None, Split(1, 1, 8, 1)], {},
                         [None, Split(1, 1, 4, 0), None])
     assert chain_split(g, grouping, [1, 2]) == {1: Split(1, 1, 8, 0), 2: Split(1, 1, 8, 0)}
@@ -436,21 +445,6 @@ def test_redundant_edges_are_found_through_a_reshape():
     producers = [[ig.instances[p].name for p in inst.producers] for inst in ig.instances if inst.sg == 1]
     assert producers == [["sg0_1", "sg0_2"], ["sg0_3", "sg0_4"], ["sg0_5", "sg0_6"], ["sg0_7", "sg0_8"]]
     assert ig.redundant_edges == 32 - 8
-
-
-def _project_then_expand():
-    """A projection (1x1 conv) feeding the next block's expansion, ReLU and depthwise conv, with
-    LB splits along the channels (the expansion contracts the projection's channels, so no
-    channel slice of one needs only a slice of the other) and GB splits along the images."""
-    b = _Builder()
-    x = b.add("x", (8, 16, 32, 32), fusible=False)
-    project = b.conv("project", (8, 16, 32, 32), x)
-    relu = b.add("relu", (8, 64, 32, 32), [b.conv("expand", (8, 64, 32, 32), project)])
-    b.add("dw", (8, 64, 32, 32), [relu], window={2: 2, 3: 2}, anchor=True)
-    b.ops[-1].is_output = True
-    grouping = Grouping([[0], [1], [2, 3, 4]], [None, Split(1, 1, 2, 1), Split(1, 1, 8, 1)], {},
-                        [None, Split(1, 1, 2, 0), Split(1, 1, 4, 0)])
-    return b.graph(), grouping
 
 
 def test_two_sgs_joined_through_gb_chain_along_their_gb_splits():

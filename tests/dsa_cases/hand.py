@@ -6,82 +6,67 @@ TILE = {"dsa.tile": 1, "dsa.cores": 2, "dsa.double_buffer": 1}
 TILE_SINGLE = {"dsa.tile": 1, "dsa.cores": 2, "dsa.double_buffer": 0}
 
 
-@T.prim_func(s_tir=True)
-def gemm_tiled(A: T.Buffer((64, 128), "float32"), B: T.Buffer((128, 64), "float32"),
-               C: T.Buffer((64, 64), "float32")):
-    """C = A @ B; 4 output tiles of 32x32, K staged into LB in 2 chunks of 64 (double-buffered)."""
-    A_lb = T.sblock_alloc_buffer((64, 128), "float32", scope="local.dsa_lb")
-    B_lb = T.sblock_alloc_buffer((128, 64), "float32", scope="local.dsa_lb")
-    C_lb = T.sblock_alloc_buffer((64, 64), "float32", scope="local.dsa_lb")
-    for t in T.serial(4, annotations=TILE):
-        for ko in range(2):
-            for i, k in T.grid(32, 64):
-                with T.sblock("A_lb"):
-                    vi = T.axis.spatial(64, t // 2 * 32 + i)
-                    vk = T.axis.spatial(128, ko * 64 + k)
-                    A_lb[vi, vk] = A[vi, vk]
-            for k, j in T.grid(64, 32):
-                with T.sblock("B_lb"):
-                    vk = T.axis.spatial(128, ko * 64 + k)
-                    vj = T.axis.spatial(64, t % 2 * 32 + j)
-                    B_lb[vk, vj] = B[vk, vj]
-            for i, j, k in T.grid(32, 32, 64):
-                with T.sblock("mm"):
-                    vi = T.axis.spatial(64, t // 2 * 32 + i)
-                    vj = T.axis.spatial(64, t % 2 * 32 + j)
-                    vk = T.axis.reduce(128, ko * 64 + k)
-                    with T.init():
-                        C_lb[vi, vj] = T.float32(0)
-                    C_lb[vi, vj] = C_lb[vi, vj] + A_lb[vi, vk] * B_lb[vk, vj]
-        for i, j in T.grid(32, 32):
-            with T.sblock("C"):
-                vi = T.axis.spatial(64, t // 2 * 32 + i)
-                vj = T.axis.spatial(64, t % 2 * 32 + j)
-                C[vi, vj] = C_lb[vi, vj]
+def _gemm_tiled(nested: bool):
+    """C = A @ B; 4 output tiles of 32x32, K staged into LB in 2 chunks of 64 (double-buffered).
+    ``nested``: each chunk's product computed in a loop of 2 column halves, each a sequence of
+    two blocks (the tile's upper and lower 16 rows)."""
 
-
-@T.prim_func(s_tir=True)
-def gemm_tiled_nested(A: T.Buffer((64, 128), "float32"), B: T.Buffer((128, 64), "float32"),
-                      C: T.Buffer((64, 64), "float32")):
-    """:func:`gemm_tiled` with each chunk's product computed in a loop of 2 column halves, each
-    a sequence of two blocks (the tile's upper and lower 16 rows)."""
-    A_lb = T.sblock_alloc_buffer((64, 128), "float32", scope="local.dsa_lb")
-    B_lb = T.sblock_alloc_buffer((128, 64), "float32", scope="local.dsa_lb")
-    C_lb = T.sblock_alloc_buffer((64, 64), "float32", scope="local.dsa_lb")
-    for t in T.serial(4, annotations=TILE):
-        for ko in range(2):
-            for i, k in T.grid(32, 64):
-                with T.sblock("A_lb"):
-                    vi = T.axis.spatial(64, t // 2 * 32 + i)
-                    vk = T.axis.spatial(128, ko * 64 + k)
-                    A_lb[vi, vk] = A[vi, vk]
-            for k, j in T.grid(64, 32):
-                with T.sblock("B_lb"):
-                    vk = T.axis.spatial(128, ko * 64 + k)
-                    vj = T.axis.spatial(64, t % 2 * 32 + j)
-                    B_lb[vk, vj] = B[vk, vj]
-            for jo in range(2):
-                for i, j, k in T.grid(16, 16, 64):
-                    with T.sblock("mm_upper"):
+    @T.prim_func(s_tir=True)
+    def gemm(A: T.Buffer((64, 128), "float32"), B: T.Buffer((128, 64), "float32"),
+             C: T.Buffer((64, 64), "float32")):
+        A_lb = T.sblock_alloc_buffer((64, 128), "float32", scope="local.dsa_lb")
+        B_lb = T.sblock_alloc_buffer((128, 64), "float32", scope="local.dsa_lb")
+        C_lb = T.sblock_alloc_buffer((64, 64), "float32", scope="local.dsa_lb")
+        for t in T.serial(4, annotations=TILE):
+            for ko in range(2):
+                for i, k in T.grid(32, 64):
+                    with T.sblock("A_lb"):
                         vi = T.axis.spatial(64, t // 2 * 32 + i)
-                        vj = T.axis.spatial(64, t % 2 * 32 + jo * 16 + j)
-                        vk = T.axis.reduce(128, ko * 64 + k)
-                        with T.init():
-                            C_lb[vi, vj] = T.float32(0)
-                        C_lb[vi, vj] = C_lb[vi, vj] + A_lb[vi, vk] * B_lb[vk, vj]
-                for i, j, k in T.grid(16, 16, 64):
-                    with T.sblock("mm_lower"):
-                        vi = T.axis.spatial(64, t // 2 * 32 + 16 + i)
-                        vj = T.axis.spatial(64, t % 2 * 32 + jo * 16 + j)
-                        vk = T.axis.reduce(128, ko * 64 + k)
-                        with T.init():
-                            C_lb[vi, vj] = T.float32(0)
-                        C_lb[vi, vj] = C_lb[vi, vj] + A_lb[vi, vk] * B_lb[vk, vj]
-        for i, j in T.grid(32, 32):
-            with T.sblock("C"):
-                vi = T.axis.spatial(64, t // 2 * 32 + i)
-                vj = T.axis.spatial(64, t % 2 * 32 + j)
-                C[vi, vj] = C_lb[vi, vj]
+                        vk = T.axis.spatial(128, ko * 64 + k)
+                        A_lb[vi, vk] = A[vi, vk]
+                for k, j in T.grid(64, 32):
+                    with T.sblock("B_lb"):
+                        vk = T.axis.spatial(128, ko * 64 + k)
+                        vj = T.axis.spatial(64, t % 2 * 32 + j)
+                        B_lb[vk, vj] = B[vk, vj]
+                if nested:
+                    for jo in range(2):
+                        for i, j, k in T.grid(16, 16, 64):
+                            with T.sblock("mm_upper"):
+                                vi = T.axis.spatial(64, t // 2 * 32 + i)
+                                vj = T.axis.spatial(64, t % 2 * 32 + jo * 16 + j)
+                                vk = T.axis.reduce(128, ko * 64 + k)
+                                with T.init():
+                                    C_lb[vi, vj] = T.float32(0)
+                                C_lb[vi, vj] = C_lb[vi, vj] + A_lb[vi, vk] * B_lb[vk, vj]
+                        for i, j, k in T.grid(16, 16, 64):
+                            with T.sblock("mm_lower"):
+                                vi = T.axis.spatial(64, t // 2 * 32 + 16 + i)
+                                vj = T.axis.spatial(64, t % 2 * 32 + jo * 16 + j)
+                                vk = T.axis.reduce(128, ko * 64 + k)
+                                with T.init():
+                                    C_lb[vi, vj] = T.float32(0)
+                                C_lb[vi, vj] = C_lb[vi, vj] + A_lb[vi, vk] * B_lb[vk, vj]
+                else:
+                    for i, j, k in T.grid(32, 32, 64):
+                        with T.sblock("mm"):
+                            vi = T.axis.spatial(64, t // 2 * 32 + i)
+                            vj = T.axis.spatial(64, t % 2 * 32 + j)
+                            vk = T.axis.reduce(128, ko * 64 + k)
+                            with T.init():
+                                C_lb[vi, vj] = T.float32(0)
+                            C_lb[vi, vj] = C_lb[vi, vj] + A_lb[vi, vk] * B_lb[vk, vj]
+            for i, j in T.grid(32, 32):
+                with T.sblock("C"):
+                    vi = T.axis.spatial(64, t // 2 * 32 + i)
+                    vj = T.axis.spatial(64, t % 2 * 32 + j)
+                    C[vi, vj] = C_lb[vi, vj]
+
+    return gemm
+
+
+gemm_tiled = _gemm_tiled(nested=False)
+gemm_tiled_nested = _gemm_tiled(nested=True)
 
 
 @T.prim_func(s_tir=True)
