@@ -15,8 +15,8 @@ A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1,
   blocks' ``T.reads`` / ``T.writes``): what an instruction scheduler may not reorder (section 4.4);
 * a loop annotated ``dsa.tile`` spreads its iterations (tiles) over ``dsa.cores`` cores; with
   ``dsa.double_buffer`` the DMA of one tile overlaps the compute of another (section 4.4), and
-  so do the iterations of a loop inside the tile around a statement sequence that loads into LB
-  (the innermost such loop; its events, at any depth below it, carry ``steps``: a GEMM's
+  so do the iterations of a loop inside the tile around a statement sequence that loads (a DMA
+  towards a faster level; the innermost such loop; its events, at any depth below it, carry ``steps``: a GEMM's
   reduction chunks, each staging its operands);
 * a top-level loop annotated ``dsa.instances`` runs its body once per sub-graph instance
   (GraphTurbo section 3.3): each statement of its body is a phase repeated that many times; with

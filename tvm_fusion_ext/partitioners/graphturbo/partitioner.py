@@ -400,8 +400,8 @@ def chain_split(tg: TurboGraph, grouping: Grouping, sgs: list[int],
     if through_gb and not grouping.gb_best:
         return None
     in_gb = through_gb or _in_gb(grouping, sgs)
-    best = [(grouping.gb_best[sg] or grouping.best[sg]) if through_gb else
-            grouping.gb_best[sg] if in_gb and grouping.best[sg] is None else grouping.best[sg]
+    best = [(grouping.gb_best[sg] or grouping.best[sg])
+            if through_gb or (in_gb and grouping.best[sg] is None) else grouping.best[sg]
             for sg in sgs]
     members = sorted(op for sg in sgs for op in grouping.groups[sg])
     if any(b is None for b in best) or not tg.fusible_together(members):
