@@ -61,10 +61,11 @@ def test_pieces_keep_the_intermediate_in_lb_and_promote_the_weight():
     assert "global" not in scopes.values()  # nothing but the parameters lives in DDR
     model = kernel_model(func)
     promote, pieces = model["phases"]
-    # Weight promotion: one DDR -> GB copy of w (32*32*4 B) per cluster, 4 clusters on 4 cores.
+    # Weight promotion: one DDR -> GB copy of w (32*32*4 B) per cluster, 4 clusters on 4 cores,
+    # issued ahead of the layers (instruction scheduling is on); the pieces' phase needs it.
     assert (promote["instances"], promote["cores"]) == (4, 4)
     assert promote["events"] == [{"kind": "dma", "src": "ddr", "dst": "gb", "bytes": 4096,
-                                  "transfers": 1, "tensor": "w"}]
+                                  "transfers": 1, "tensor": "w", "needed_by": 1}]
     # Pieces: 32 on 32 cores, double-buffered; per piece 2 rows of x in (256 B), w GB -> LB,
     # 2*32*32 MACs, 2*32 max ops, 2 rows of y out.
     assert (pieces["instances"], pieces["cores"], pieces["double_buffer"]) == (32, 32, True)
@@ -749,3 +750,13 @@ def test_a_padding_split_along_its_rows_reads_its_input_in_place():
                for p in model["phases"] for e in p["events"] if e["kind"] == "compute")
     assert read == 2 * 8 * 114 * 114 * 4
     assert "x" not in _dma_tensors(model)
+
+
+def test_gemm_tiles_include_every_multiple_of_the_matrix_unit():
+    """A GEMM's tiled loops take multiples of the 16-wide matrix unit, and all of them are tried:
+    48 among 768's (64 rows x 768 columns in tiles of 32 x 48: one per core of 32), 14 of
+    3072's; a loop of any divisors keeps 8 spread over its range."""
+    choices = staging.tile_choices([32, 768, 3072], (16, 16, 16))
+    assert sorted({c[1] for c in choices}) == [16, 32, 48, 64, 96, 128, 192, 256, 384, 768]
+    assert len({c[2] for c in choices}) == 14
+    assert len({c[1] for c in staging.tile_choices([1, 720, 1], None)}) == staging.MAX_TILE_OPTIONS

@@ -245,3 +245,27 @@ def test_reduction_chunks_pipeline_inside_a_tile(tiny):
     cycles = {case: simulate({"k": _chunked(*case)}, ["k"], tiny)["cycles"] - 100
               for case in ((4,), (None,), (4, False))}
     assert cycles == {(4,): 446, (None,): 524, (4, False): 524}
+
+
+def test_a_promotion_hides_behind_the_phases_before_its_first_use(tiny):
+    # Section 4.4: the kernel's weight promotions, issued ahead of the layers, wait only for
+    # the phase that first reads them. One tile on one core: DDR 64 B/cycle, GB 128, latency 10.
+    #   W1 -> GB 3200 B: 50 + 10 = 60; W2 -> GB 25600 B: 400 + 10 = 410.
+    #   scale: 800 ops / 8 = 100, reading X from DDR (3200 B / 64 = 50) and W1 from GB
+    #     (3200 / 128 = 25) directly, writing GB (25): 200; its DDR bytes 3200 (50 cycles).
+    #   shift: 6400 ops / 8 = 800, reading GB twice and writing Y in DDR directly:
+    #     6400 * 4 / 128 * 2 + 25600 / 64 = 400 + 400: 1600.
+    # In program order: 100 + 60 + 410 + 200 + 1600 = 2370. Issued ahead: scale waits for W1
+    # (60); W2 advances while scale leaves DDR idle (200 - 50 = 150), so shift waits for the
+    # remaining 410 - 150 = 260: 100 + 60 + 200 + 260 + 1600 = 2220.
+    model, prof = _run(hand.promoted_ahead, tiny)
+    assert [e["needed_by"] for e in model["phases"][0]["events"]] == [1, 2]
+    assert prof["cycles"] == 2220
+    in_order, prof = _run(hand.promoted_in_order, tiny)
+    assert all("needed_by" not in e for e in in_order["phases"][0]["events"])
+    assert prof["cycles"] == 2370
+    # Promotions no phase reads only have to end with the kernel: the 470 cycles run beside
+    # scale (150 DDR-idle) and shift (1600 - 25600 / 64 = 1200 DDR-idle): 100 + 200 + 1600.
+    for event in model["phases"][0]["events"]:
+        event["needed_by"] = 3
+    assert simulate({"k": model}, ["k"], tiny)["cycles"] == 1900

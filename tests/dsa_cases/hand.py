@@ -198,3 +198,41 @@ def gemm_beside_scale(A: T.Buffer((128, 32), "float32"), B: T.Buffer((32, 32), "
                 vj = T.axis.spatial(64, j)
                 Y[vi, vj] = Y_lb[vi, vj]
 
+
+
+def _promoted(ahead: int):
+    """Y = X * W1 + W2 (elementwise) in two phases, the weights promoted into GB at the start of
+    the kernel in one loop (double buffered with ``ahead``: issued ahead of the layers); the
+    first phase reads W1 only, the second W2 only."""
+
+    @T.prim_func(s_tir=True)
+    def promoted(X: T.Buffer((800,), "float32"), W1: T.Buffer((800,), "float32"),
+                 W2: T.Buffer((6400,), "float32"), Y: T.Buffer((6400,), "float32")):
+        W1_gb = T.sblock_alloc_buffer((800,), "float32", scope="global.dsa_gb")
+        W2_gb = T.sblock_alloc_buffer((6400,), "float32", scope="global.dsa_gb")
+        P_gb = T.sblock_alloc_buffer((800,), "float32", scope="global.dsa_gb")
+        for c in T.serial(1, annotations={"dsa.tile": 1, "dsa.cores": 1, "dsa.double_buffer": ahead}):
+            for i in range(800):
+                with T.sblock("W1_gb"):
+                    vi = T.axis.spatial(800, c * 800 + i)
+                    W1_gb[vi] = W1[vi]
+            for i in range(6400):
+                with T.sblock("W2_gb"):
+                    vi = T.axis.spatial(6400, c * 6400 + i)
+                    W2_gb[vi] = W2[vi]
+        for t in T.serial(1, annotations={"dsa.tile": 1, "dsa.cores": 1, "dsa.double_buffer": 1}):
+            for i in range(800):
+                with T.sblock("scale"):
+                    vi = T.axis.spatial(800, t * 800 + i)
+                    P_gb[vi] = X[vi] * W1_gb[vi]
+        for t in T.serial(1, annotations={"dsa.tile": 1, "dsa.cores": 1, "dsa.double_buffer": 1}):
+            for i in range(6400):
+                with T.sblock("shift"):
+                    vi = T.axis.spatial(6400, t * 6400 + i)
+                    Y[vi] = P_gb[vi % 800] + W2_gb[vi]
+
+    return promoted
+
+
+promoted_ahead = _promoted(1)
+promoted_in_order = _promoted(0)

@@ -23,7 +23,6 @@ from ..partitioners.graphturbo.memory import Tensor, allocate, live_peak
 from ..partitioners.graphturbo.split_info import MAX_RECOMPUTE_RATIO
 from ..tir_passes.analysis import compact_buffers, divisors
 from .instance_staging import (
-    CLUSTER_LOOP,
     WEIGHT_BUFFER_FRACTION,
     Placement,
     Unsupported,
@@ -70,7 +69,8 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     Candidates: with buffer stitching the per-core pieces (:func:`_search_pieces`); the
     layer-bound form (:func:`stage_layers`) over the whole output, and with instance splitting
     also over the plan's instances (BestSplit's factor rounded up to divide the extent, and a
-    quarter of it: fewer, larger instances re-read the weights less often) and, for a plan of one
+    half and a quarter of it: fewer, larger instances re-read the weights less often and give
+    each layer more tiles to spread over the cores) and, for a plan of one
     instance or split along an inner dimension, over the finest instances of the outermost
     (:func:`_finest_instances`); with buffer
     stitching each layer form also with its runs of layers stitched in LB where Algorithm 4's
@@ -193,7 +193,7 @@ def _candidates(func, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms) -> 
         candidates.append(first)
         if first is not None:
             count = first.splits[plan.dim]
-            candidates += [forms.stage(func, spec, plan, count // k) for k in (4,)
+            candidates += [forms.stage(func, spec, plan, count // k) for k in (2, 4)
                            if count % k == 0 and count // k > 1]
     if plan.options.instances:
         candidates += [forms.stage(func, spec, outer, n) for outer, n in _finest_instances(plan)]
@@ -228,13 +228,13 @@ def _finest_instances(plan: SubgraphPlan) -> list[tuple[SubgraphPlan, int]]:
 
 def _overlapped(staged: Staged, spec: DSASpec) -> Staged | None:
     """``staged`` with section 4.4 applied afterwards: every tile loop double buffered (the next
-    tile's promotions overlap this tile's layers), the schedule otherwise unchanged; None when
-    the doubled DMA buffers do not fit LB or nothing was left to overlap."""
+    tile's loads overlap this tile's work; the kernel's weight promotions are issued ahead of the
+    layers), the schedule otherwise unchanged; None when the doubled DMA buffers do not fit LB or
+    nothing was left to overlap."""
 
     def overlap(loop):
         annotations = dict(loop.annotations or {})
-        if TILE not in annotations or int(annotations.get(DOUBLE_BUFFER, 0)) \
-                or loop.loop_var.name == CLUSTER_LOOP:
+        if TILE not in annotations or int(annotations.get(DOUBLE_BUFFER, 0)):
             return loop
         annotations[DOUBLE_BUFFER] = 1
         return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body,

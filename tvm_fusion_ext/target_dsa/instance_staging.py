@@ -83,8 +83,11 @@ from .tir_helpers import (
 # One promoted weight chunk takes at most this fraction of LB (section 2.2: "a small, fixed size
 # of buffers in LB to allow for the promotion of such tensors").
 WEIGHT_BUFFER_FRACTION = 4
-# Largest divisors tried per tiled loop of an anchor.
+# Divisors tried per tiled loop of an anchor, spread from the smallest to the largest.
 MAX_TILE_OPTIONS = 8
+# Divisors tried per tiled loop that takes multiples of the matrix unit only: few enough to try
+# all, among them the sizes that give every core a tile (48 of 768 on 32 cores).
+MAX_MATRIX_TILE_OPTIONS = 16
 # Cheapest tiles of a layer staged, in the layer-bound form, until one's allocated LB fits.
 MAX_LAYER_TILE_TRIALS = 4
 # What FuseTIR appends to the name of an op's output it allocates inside a fused kernel.
@@ -141,7 +144,8 @@ def stage_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     promote_budget = spec.gb_bytes - spec.cores_per_cluster * placement.gb_peak
     _annotate(sch, piece, spec, plan)
     staged = _stage_operands(sch, spec, weights, piece, chunk_budget, promote_budget, windows)
-    return _promote_per_cluster(_tensorize(staged, spec, sch.get(piece).loop_var, windows), spec)
+    return _promote_per_cluster(_tensorize(staged, spec, sch.get(piece).loop_var, windows), spec,
+                                plan.options.instruction_scheduling)
 
 
 def stage_pieces(func, spec: DSASpec, plan: SubgraphPlan, splits: dict[int, int]) -> tirx.PrimFunc:
@@ -393,7 +397,7 @@ class _LoopNest:
         return dict(zip(self.tiled, min(self.choices(), key=math.prod)))
 
     def choices(self) -> list[tuple[int, ...]]:
-        """Tile sizes per tiled loop (:func:`_tile_choices`); a GEMM's batch loops take any
+        """Tile sizes per tiled loop (:func:`tile_choices`); a GEMM's batch loops take any
         divisor, its last two spatial loops and its reduction multiples of the matrix unit."""
         shape = None
         if self.matrix is not None:
@@ -402,7 +406,7 @@ class _LoopNest:
                      + tuple(self.matrix[2:][:len(self.reduce)]))
         elif self.conv_vars:
             shape = tuple(self.conv_multiple(v) for v in self.tiled)
-        return _tile_choices([self.extent[v] for v in self.tiled], shape)
+        return tile_choices([self.extent[v] for v in self.tiled], shape)
 
     def conv_multiple(self, loop: str) -> int:
         """What the tile of ``loop`` must be a multiple of for the matrix unit to take a
@@ -449,19 +453,21 @@ class _LoopNest:
         return [outer[v] for v in self.spatial if v in outer], [outer[v] for v in self.reduce if v in outer]
 
 
-def _tile_choices(extents: list[int], matrix: tuple[int, ...] | None) -> list[tuple[int, ...]]:
+def tile_choices(extents: list[int], matrix: tuple[int, ...] | None) -> list[tuple[int, ...]]:
     """Tile sizes per tiled loop: its divisors (multiples of the matrix unit's shape, ``matrix``
     with one entry per loop, where the extent has any; the others are partial tiles,
-    :mod:`.partial_tiles`), at most :data:`MAX_TILE_OPTIONS` spread
-    from the smallest to the largest."""
-    options = [divisors(e) for e in extents]
+    :mod:`.partial_tiles`), at most :data:`MAX_MATRIX_TILE_OPTIONS` multiples of the matrix
+    unit, else :data:`MAX_TILE_OPTIONS` divisors, spread from the smallest to the largest."""
+    options, limits = [divisors(e) for e in extents], [MAX_TILE_OPTIONS] * len(extents)
     if matrix is not None:
-        options = [[d for d in opts if d % m == 0] or opts for opts, m in zip(options, matrix)]
+        multiples = [[d for d in opts if d % m == 0] if m > 1 else [] for opts, m in zip(options, matrix)]
+        limits = [MAX_MATRIX_TILE_OPTIONS if found else MAX_TILE_OPTIONS for found in multiples]
+        options = [found or opts for found, opts in zip(multiples, options)]
     out = [()]
-    for opts in options:
-        if len(opts) > MAX_TILE_OPTIONS:
-            step = (len(opts) - 1) / (MAX_TILE_OPTIONS - 1)
-            opts = sorted({opts[round(k * step)] for k in range(MAX_TILE_OPTIONS)})
+    for opts, limit in zip(options, limits):
+        if len(opts) > limit:
+            step = (len(opts) - 1) / (limit - 1)
+            opts = sorted({opts[round(k * step)] for k in range(limit)})
         out = [t + (d,) for t in out for d in opts]
     return out
 
@@ -670,7 +676,7 @@ def _stage_layer_form(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     kept = {b.name: level_of(b.scope()) for b in alloc_buffers(staged.func)}
     levels = {original: kept.get(name, "lb") for name, original in renamed.items()}
     loop_var = None if outer is None else sch.get(outer).loop_var
-    return _promote_per_cluster(_tensorize(staged.func, spec, loop_var, windows), spec), levels
+    return _promote_per_cluster(_tensorize(staged.func, spec, loop_var, windows), spec, double), levels
 
 
 def gb_scoped_tensors(func: tirx.PrimFunc, plan: SubgraphPlan) -> set[str]:
@@ -989,15 +995,21 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool
     estimate's regions are exact per block variable, but the buffers TVM allocates are bounded
     through the fused tile loop (a reshape's ``(t * 32 + i) // 128`` spans two rows to it), so
     the cheapest :data:`MAX_LAYER_TILE_TRIALS` tiles are staged on copies of ``sch`` and the first
-    whose allocated LB fits is returned; :class:`Unsupported` if none does. With buffer stitching
-    (``stitch``) a GEMM's epilogue runs in its tile (:func:`_epilogue`) where that still fits.
-    A tile whose write-back stays outside its tile loop is checked on the kernel model of the
-    whole function: on a window (``whole`` false) that raises :class:`.layer_windows.WindowTooSmall`."""
+    whose allocated LB fits is returned; :class:`Unsupported` if none does. A concatenation
+    (:func:`_concatenates`) keeps the fitting trial the simulator finds fastest instead: a tile
+    of part of the concatenated axis reads every input's whole slice (TVM's regions are not
+    narrowed by the select), which the estimate's exact regions do not see. With buffer
+    stitching (``stitch``) a GEMM's epilogue runs in its tile (:func:`_epilogue`) where that
+    still fits. A tile whose write-back stays outside its tile loop is checked on the kernel
+    model of the whole function: on a window (``whole`` false) that raises
+    :class:`.layer_windows.WindowTooSmall`."""
     loops = _LoopNest(sch, rv, depth, spec, batches=True)
     if not loops.spatial:
         return sch
     ranked = _ranked_layer_tiles(sch, rv, spec, depth, double, loops)
     epilogue = _epilogue(sch, rv) if stitch and loops.matrix is not None else None
+    compare = _concatenates(loops.block)
+    fastest = None
     for outer, tile in ranked[:MAX_LAYER_TILE_TRIALS]:
         for fused in ([epilogue, None] if epilogue is not None else [None]):
             trial = sch.copy()
@@ -1010,12 +1022,19 @@ def _tile_layer(sch: s_tir.Schedule, rv, spec: DSASpec, depth: int, double: bool
             if tile_loop is None and not whole:
                 raise WindowTooSmall(f"layer {loops.block.name_hint}: the write-back stays outside its tile")
             try:
-                footprint = kernel_model(func if tile_loop is None else
-                                         enclosing_only(func, trial.get(tile_loop)))["footprint"]
+                model = kernel_model(func if tile_loop is None else
+                                     enclosing_only(func, trial.get(tile_loop)))
             except ValueError:  # a staged region the model cannot size (symbolic extent)
                 continue
-            if footprint["lb_live_double_buffered" if double else "lb_live"] <= spec.lb_bytes:
+            if model["footprint"]["lb_live_double_buffered" if double else "lb_live"] > spec.lb_bytes:
+                continue
+            if not compare:
                 return trial
+            cycles = kernel_cycles(model, spec)
+            if fastest is None or cycles < fastest[0]:
+                fastest = (cycles, trial)
+    if fastest is not None:
+        return fastest[1]
     raise Unsupported(f"no tile of layer {loops.block.name_hint} fits LB")
 
 
@@ -1199,11 +1218,13 @@ def _level(scope: str) -> str:
     return "gb" if level_of(scope) == "gb" else "ddr"
 
 
-def _promote_per_cluster(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
+def _promote_per_cluster(func: tirx.PrimFunc, spec: DSASpec, ahead: bool = False) -> tirx.PrimFunc:
     """Wrap the promotions (DDR -> GB copies) in loops over the clusters, annotated ``dsa.tile``
     on ``clusters`` cores: every cluster fills its own GB (the copies are idempotent on the host),
     and the simulator charges each cluster's DDR traffic. The weight promotions at the root go
-    first, in one loop; those inside an instance loop stay where they are."""
+    first, in one loop, double buffered with ``ahead`` (section 4.4's instruction scheduling:
+    each is issued ahead of the layers and hides behind those before its first use,
+    :mod:`.kernel_model`); those inside an instance loop stay where they are."""
     root = func.body.block
     stmts = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
     promote = [s for s in stmts if _is_promotion(s)]
@@ -1211,17 +1232,17 @@ def _promote_per_cluster(func: tirx.PrimFunc, spec: DSASpec) -> tirx.PrimFunc:
     if not promote and all(a.same_as(b) for a, b in zip(rest, stmts)):
         return func
     if promote:
-        rest.insert(0, _cluster_loop(promote, spec))
+        rest.insert(0, _cluster_loop(promote, spec, ahead))
     new_root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint,
                             tirx.SeqStmt(rest) if len(rest) > 1 else rest[0], root.init,
                             root.alloc_buffers, root.match_buffers, root.annotations)
     return func.with_body(s_tir.SBlockRealize(func.body.iter_values, func.body.predicate, new_root))
 
 
-def _cluster_loop(stmts: list, spec: DSASpec) -> tirx.For:
+def _cluster_loop(stmts: list, spec: DSASpec, ahead: bool = False) -> tirx.For:
     return tirx.For(tvm.ir.Var(CLUSTER_LOOP, "int32"), 0, spec.clusters, tirx.ForKind.SERIAL,
                     tirx.SeqStmt(stmts) if len(stmts) > 1 else stmts[0],
-                    annotations={TILE: 1, CORES: spec.clusters, DOUBLE_BUFFER: 0})
+                    annotations={TILE: 1, CORES: spec.clusters, DOUBLE_BUFFER: int(ahead)})
 
 
 def _promote_in_instances(stmt, spec: DSASpec):

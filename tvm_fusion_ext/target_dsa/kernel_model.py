@@ -22,6 +22,10 @@ A kernel's TIR states the DSA memory hierarchy explicitly (GraphTurbo section 1,
   (GraphTurbo section 3.3): each statement of its body is a phase repeated that many times; with
   ``dsa.double_buffer`` its *prefetch* phases (DMA into GB only) for the next instance overlap
   the other phases of this one (section 4.4), and the GB buffers they fill count twice;
+* a top-level phase of DMA into GB only (the weight promotions at the start of a kernel) with
+  ``dsa.double_buffer`` is issued ahead of the layers (section 4.4: a promotion hides behind an
+  earlier layer): each of its events names in ``needed_by`` the first later phase that reads
+  what it fills (the number of phases when none does);
 * a buffer in scope ``global.dsa_gb.slice<k>`` is split across ``k`` clusters: each cluster's GB
   holds one slice (``1/k`` of its bytes), filled and read only by that cluster's tiles;
 * a DMA event names the ``tensor`` it moves (the buffer at its end farther from the cores) and, for a block
@@ -124,6 +128,8 @@ class _Phase:
         self.cores = 1
         self.double_buffer = False
         self.events: list[dict] = []
+        self.reads: set = set()  # every buffer an event reads
+        self.destinations: list = []  # per event, the first buffer it writes
         self._writer: dict = {}  # buffer -> index of the last event writing it
         self._readers: dict = defaultdict(list)  # buffer -> events reading it since that write
 
@@ -136,6 +142,8 @@ class _Phase:
         the loops nested in them), recorded when above one."""
         if steps > 1:
             event["steps"] = steps
+        self.reads.update(reads)
+        self.destinations.append(writes[0] if writes else None)
         index = len(self.events)
         deps = {self._writer[b] for b in (*reads, *writes) if b in self._writer}
         for buf in writes:
@@ -190,14 +198,21 @@ class _Walker:
         if root is not None:
             self._alloc(root, in_tile=False)
             stmts = _seq(root.body)
+        walked: list[_Phase] = []
         for stmt, repeat, group in self._phase_stmts(stmts, 1, None):
             phase = _Phase(repeat, group)
             self._phase_writes = set()
             self._walk(stmt, phase, trip=1, seq_trip=1, in_tile=False)
             if phase.events:
                 self.phases.append(phase.as_dict())
+                walked.append(phase)
                 if group is not None and group[1] and phase.prefetch:
                     self.prefetched |= {b for b in self._phase_writes if b in self.gb_buffers}
+        for index, phase in enumerate(walked):
+            if phase.group is None and phase.double_buffer and phase.prefetch:
+                for event, dst in zip(phase.events, phase.destinations):
+                    event["needed_by"] = next((j for j in range(index + 1, len(walked))
+                                               if dst in walked[j].reads), len(walked))
         self.footprint["lb_db"] = sum(
             size * (2 if key in self.dma_destinations else 1) for key, size in self.lb_buffers.items())
         self.footprint["lb_live"] = self._live_peak(self.lb_buffers, double=False)

@@ -44,6 +44,15 @@ times) fetches the next instance's GB data during this instance's other phases (
 with ``P`` the cycles of its ``prefetch`` phases and ``R`` those of the others per instance, it
 takes ``P + R + (n - 1) * max(P, R, D)``, where ``D`` is one instance's DDR bytes over the whole
 DDR bandwidth (prefetch and the other phases share DDR).
+
+Promotions issued ahead of the layers (a top-level phase whose events carry ``needed_by``, section
+4.4: "the latency of these promotion statements can be hidden behind an earlier executed layer")
+go to a promotion queue in the order of their first use, each costing what it costs in its phase.
+A phase (or overlapped instance loop) starts once the promotions it or an earlier phase needs are
+done; while it runs, the queue advances by the cycles it leaves DDR idle (its cycles less its DDR
+bytes over the whole DDR bandwidth), as the instance loop's prefetch shares DDR with the other
+phases. What is left runs before the kernel ends. Promotions that the first phase needs cost what
+they did in program order; nothing else waits for them.
 """
 
 from __future__ import annotations
@@ -67,17 +76,29 @@ def phase_cycles(phase: dict, spec: DSASpec, busy: dict | None = None,
     return int(phase.get("repeat", 1)) * _one_repeat(phase, spec, busy, traffic)
 
 
-def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | None) -> int:
-    """Cycles of one repeat of a phase; ``busy``/``traffic`` get all its repeats."""
+def _tiling(phase: dict, spec: DSASpec) -> tuple[int, dict]:
+    """Tiles per core of a phase, and the bytes per cycle of each level to one active core."""
     tiles = int(phase["instances"])
     cores = max(1, min(int(phase["cores"]), spec.num_cores))
     active = max(1, min(tiles, cores))
-    per_core = math.ceil(tiles / cores)
-    rate = {
+    return math.ceil(tiles / cores), {
         "ddr": spec.bytes_per_cycle("ddr") / active,
         "gb": spec.bytes_per_cycle("gb") / min(active, spec.cores_per_cluster),
         "lb": spec.bytes_per_cycle("lb"),
     }
+
+
+def _dma_cycles(event: dict, rate: dict, spec: DSASpec) -> int:
+    """Cycles of one DMA event: its bytes at the slower end's rate, plus a latency per transfer."""
+    nbytes = int(event["bytes"])
+    return math.ceil(Fraction(nbytes) / min(rate[event["src"]], rate[event["dst"]])) + \
+        int(event["transfers"]) * spec.dma_latency_cycles
+
+
+def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | None) -> int:
+    """Cycles of one repeat of a phase; ``busy``/``traffic`` get all its repeats."""
+    tiles = int(phase["instances"])
+    per_core, rate = _tiling(phase, spec)
     events = phase["events"]
     queues, durations = [], []
     unit_cycles: dict[str, int] = defaultdict(int)
@@ -86,8 +107,7 @@ def _one_repeat(phase: dict, spec: DSASpec, busy: dict | None, traffic: dict | N
         kind = event["kind"]
         if kind == "dma":
             src, dst, nbytes = event["src"], event["dst"], int(event["bytes"])
-            cycles = math.ceil(Fraction(nbytes) / min(rate[src], rate[dst])) + \
-                int(event["transfers"]) * spec.dma_latency_cycles
+            cycles = _dma_cycles(event, rate, spec)
             queue = DMA_OUT if _ORDER[dst] < _ORDER[src] and spec.dma_engines >= 2 else DMA_IN
             tile_bytes[src] += nbytes
             tile_bytes[dst] += nbytes
@@ -177,22 +197,66 @@ def _pipelined_tile(events: list[dict], queues: list[str], durations: list[int],
 def kernel_cycles(model: dict, spec: DSASpec, busy: dict | None = None,
                   traffic: dict | None = None) -> int:
     """Cycles of one call of a kernel: launch overhead plus its phases, in order (the phases of
-    an overlapped instance loop as the module docstring says)."""
+    an overlapped instance loop and the promotions issued ahead as the module docstring says)."""
     total = spec.launch_cycles
     phases = model["phases"]
+    ahead = _PromotionQueue()
     i = 0
     while i < len(phases):
         group = phases[i].get("overlap_group")
-        if group is None:
-            total += phase_cycles(phases[i], spec, busy, traffic)
+        if group is None and _issued_ahead(phases[i]):
+            phase_cycles(phases[i], spec, busy, traffic)  # its unit busy cycles and bytes
+            per_core, rate = _tiling(phases[i], spec)
+            ahead.add([(int(e["needed_by"]), per_core * _dma_cycles(e, rate, spec))
+                       for e in phases[i]["events"]])
             i += 1
             continue
-        end = i
-        while end < len(phases) and phases[end].get("overlap_group") == group:
+        end = i + 1
+        while group is not None and end < len(phases) and phases[end].get("overlap_group") == group:
             end += 1
-        total += _overlapped_cycles(phases[i:end], spec, busy, traffic)
+        total += ahead.wait(end - 1)
+        moved: dict[str, int] = defaultdict(int)
+        if group is None:
+            cycles = phase_cycles(phases[i], spec, busy, moved)
+        else:
+            cycles = _overlapped_cycles(phases[i:end], spec, busy, moved)
+        if traffic is not None:
+            for key, value in moved.items():
+                traffic[key] = traffic.get(key, 0) + value
+        ahead.advance(cycles - math.ceil(Fraction(moved["ddr"]) / spec.bytes_per_cycle("ddr")))
+        total += cycles
         i = end
-    return total
+    return total + ahead.wait(len(phases))
+
+
+def _issued_ahead(phase: dict) -> bool:
+    """Whether a phase holds promotions issued ahead of the layers (module docstring)."""
+    return bool(phase["events"]) and all("needed_by" in e for e in phase["events"])
+
+
+class _PromotionQueue:
+    """Promotions issued ahead, in the order of their first use: ``[needed_by, cycles left]``."""
+
+    def __init__(self):
+        self.pending: list[list[int]] = []
+
+    def add(self, promotions: list[tuple[int, int]]) -> None:
+        self.pending = sorted(self.pending + [list(p) for p in promotions], key=lambda p: p[0])
+
+    def wait(self, phase: int) -> int:
+        """The cycles until every promotion needed by ``phase`` or earlier is done (removed)."""
+        needed = [p for p in self.pending if p[0] <= phase]
+        self.pending = self.pending[len(needed):]
+        return sum(p[1] for p in needed)
+
+    def advance(self, cycles: int) -> None:
+        """Run the queue for ``cycles`` beside a phase."""
+        while cycles > 0 and self.pending:
+            done = min(cycles, self.pending[0][1])
+            self.pending[0][1] -= done
+            cycles -= done
+            if self.pending[0][1] == 0:
+                self.pending.pop(0)
 
 
 def _overlapped_cycles(phases: list[dict], spec: DSASpec, busy: dict | None,
