@@ -269,3 +269,26 @@ def test_a_promotion_hides_behind_the_phases_before_its_first_use(tiny):
     for event in model["phases"][0]["events"]:
         event["needed_by"] = 3
     assert simulate({"k": model}, ["k"], tiny)["cycles"] == 1900
+
+
+def test_promotions_hide_behind_the_first_instance_of_an_instance_loop(tiny):
+    # Promotions ahead of an overlapped instance loop of 2 instances: W1 (3200 B: 60 cycles) is
+    # needed by its first phase (800 vector ops: 100 cycles per instance), W2 (25600 B: 410) by
+    # its second (1600 ops: 200). The first instance waits 60 for W1, runs phase 1 while W2
+    # advances 100, waits the remaining 310 and runs phase 2; the second instance follows at
+    # max(P, R, D) = 300: 100 + 60 + 100 + 310 + 200 + 300 = 1070, against 100 + 470 + 300 + 300
+    # with the promotions in program order.
+    def vector(ops):
+        return {"instances": 1, "cores": 1, "double_buffer": True, "repeat": 2,
+                "overlap_group": 1, "prefetch": False,
+                "events": [{"kind": "compute", "unit_kind": "vector", "ops": ops}]}
+
+    promote = {"instances": 1, "cores": 1, "double_buffer": True, "events": [
+        {"kind": "dma", "src": "ddr", "dst": "gb", "bytes": 3200, "transfers": 1, "needed_by": 1},
+        {"kind": "dma", "src": "ddr", "dst": "gb", "bytes": 25600, "transfers": 1, "needed_by": 2}]}
+    model = {"name": "k", "buffers": {"ddr": 0, "gb": 2, "lb": 0},
+             "phases": [promote, vector(800), vector(1600)]}
+    assert simulate({"k": model}, ["k"], tiny)["cycles"] == 1070
+    for event in promote["events"]:
+        del event["needed_by"]
+    assert simulate({"k": model}, ["k"], tiny)["cycles"] == 1170

@@ -48,11 +48,11 @@ DDR bandwidth (prefetch and the other phases share DDR).
 Promotions issued ahead of the layers (a top-level phase whose events carry ``needed_by``, section
 4.4: "the latency of these promotion statements can be hidden behind an earlier executed layer")
 go to a promotion queue in the order of their first use, each costing what it costs in its phase.
-A phase (or overlapped instance loop) starts once the promotions it or an earlier phase needs are
-done; while it runs, the queue advances by the cycles it leaves DDR idle (its cycles less its DDR
-bytes over the whole DDR bandwidth), as the instance loop's prefetch shares DDR with the other
-phases. What is left runs before the kernel ends. Promotions that the first phase needs cost what
-they did in program order; nothing else waits for them.
+A phase (in an overlapped instance loop: its first instance) starts once the promotions it or an
+earlier phase needs are done; while it runs, the queue advances by the cycles it leaves DDR idle
+(its cycles less its DDR bytes over the whole DDR bandwidth), as the instance loop's prefetch
+shares DDR with the other phases. What is left runs before the kernel ends. Promotions that the
+first phase needs cost what they did in program order; nothing else waits for them.
 """
 
 from __future__ import annotations
@@ -214,19 +214,24 @@ def kernel_cycles(model: dict, spec: DSASpec, busy: dict | None = None,
         end = i + 1
         while group is not None and end < len(phases) and phases[end].get("overlap_group") == group:
             end += 1
-        total += ahead.wait(end - 1)
-        moved: dict[str, int] = defaultdict(int)
         if group is None:
+            total += ahead.wait(i)
+            moved: dict[str, int] = defaultdict(int)
             cycles = phase_cycles(phases[i], spec, busy, moved)
+            ahead.advance(cycles - _ddr_cycles(moved["ddr"], spec))
+            if traffic is not None:
+                for key, value in moved.items():
+                    traffic[key] = traffic.get(key, 0) + value
         else:
-            cycles = _overlapped_cycles(phases[i:end], spec, busy, moved)
-        if traffic is not None:
-            for key, value in moved.items():
-                traffic[key] = traffic.get(key, 0) + value
-        ahead.advance(cycles - math.ceil(Fraction(moved["ddr"]) / spec.bytes_per_cycle("ddr")))
+            cycles = _overlapped_cycles(phases[i:end], spec, busy, traffic, ahead, i)
         total += cycles
         i = end
     return total + ahead.wait(len(phases))
+
+
+def _ddr_cycles(nbytes, spec: DSASpec) -> int:
+    """Cycles of ``nbytes`` of DDR traffic at the whole DDR bandwidth."""
+    return math.ceil(Fraction(nbytes) / spec.bytes_per_cycle("ddr"))
 
 
 def _issued_ahead(phase: dict) -> bool:
@@ -260,13 +265,20 @@ class _PromotionQueue:
 
 
 def _overlapped_cycles(phases: list[dict], spec: DSASpec, busy: dict | None,
-                       traffic: dict | None) -> int:
-    """One double-buffered instance loop (module docstring)."""
+                       traffic: dict | None, ahead: _PromotionQueue | None = None,
+                       first: int = 0) -> int:
+    """One double-buffered instance loop (module docstring); its phases are ``first`` on in the
+    kernel's, and its first instance waits for and runs beside the promotions in ``ahead``."""
     repeat = int(phases[0].get("repeat", 1))
-    prefetch = rest = 0
+    prefetch = rest = waited = 0
     ddr: dict[str, int] = defaultdict(int)
-    for phase in phases:
+    for k, phase in enumerate(phases):
+        if ahead is not None:
+            waited += ahead.wait(first + k)
+        before = ddr["ddr"]
         cycles = _one_repeat(phase, spec, busy, ddr)
+        if ahead is not None:
+            ahead.advance(cycles - _ddr_cycles(Fraction(ddr["ddr"] - before, repeat), spec))
         if phase.get("prefetch"):
             prefetch += cycles
         else:
@@ -274,8 +286,11 @@ def _overlapped_cycles(phases: list[dict], spec: DSASpec, busy: dict | None,
     if traffic is not None:
         for key, value in ddr.items():
             traffic[key] = traffic.get(key, 0) + value
-    shared_ddr = math.ceil(Fraction(ddr["ddr"], repeat) / spec.bytes_per_cycle("ddr"))
-    return prefetch + rest + (repeat - 1) * max(prefetch, rest, shared_ddr)
+    shared_ddr = _ddr_cycles(Fraction(ddr["ddr"], repeat), spec)
+    steady = (repeat - 1) * max(prefetch, rest, shared_ddr)
+    if ahead is not None:
+        ahead.advance(steady - (repeat - 1) * shared_ddr)
+    return waited + prefetch + rest + steady
 
 
 def simulate(models: dict[str, dict], calls: list[str], spec: DSASpec) -> dict:
