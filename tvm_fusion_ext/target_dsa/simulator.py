@@ -211,22 +211,28 @@ def kernel_cycles(model: dict, spec: DSASpec, busy: dict | None = None,
                        for e in phases[i]["events"]])
             i += 1
             continue
-        end = i + 1
-        while group is not None and end < len(phases) and phases[end].get("overlap_group") == group:
-            end += 1
         if group is None:
             total += ahead.wait(i)
             moved: dict[str, int] = defaultdict(int)
             cycles = phase_cycles(phases[i], spec, busy, moved)
             ahead.advance(cycles - _ddr_cycles(moved["ddr"], spec))
-            if traffic is not None:
-                for key, value in moved.items():
-                    traffic[key] = traffic.get(key, 0) + value
-        else:
-            cycles = _overlapped_cycles(phases[i:end], spec, busy, traffic, ahead, i)
-        total += cycles
+            _add_traffic(traffic, moved)
+            total += cycles
+            i += 1
+            continue
+        end = i + 1
+        while end < len(phases) and phases[end].get("overlap_group") == group:
+            end += 1
+        total += _overlapped_cycles(phases[i:end], spec, busy, traffic, ahead, i)
         i = end
     return total + ahead.wait(len(phases))
+
+
+def _add_traffic(traffic: dict | None, moved: dict) -> None:
+    """Add the bytes per level in ``moved`` into ``traffic`` (when one is kept)."""
+    if traffic is not None:
+        for key, value in moved.items():
+            traffic[key] = traffic.get(key, 0) + value
 
 
 def _ddr_cycles(nbytes, spec: DSASpec) -> int:
@@ -283,9 +289,7 @@ def _overlapped_cycles(phases: list[dict], spec: DSASpec, busy: dict | None,
             prefetch += cycles
         else:
             rest += cycles
-    if traffic is not None:
-        for key, value in ddr.items():
-            traffic[key] = traffic.get(key, 0) + value
+    _add_traffic(traffic, ddr)
     shared_ddr = _ddr_cycles(Fraction(ddr["ddr"], repeat), spec)
     steady = (repeat - 1) * max(prefetch, rest, shared_ddr)
     if ahead is not None:
