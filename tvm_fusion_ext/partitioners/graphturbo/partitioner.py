@@ -304,8 +304,7 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
             ig, kind, order = chained_ig, chained_kind, chained_order
         else:  # only the chains through GB: they have no LB instances to order
             kept = [c for chain in chained for c in
-                    ([chain] if len(chain) > 1 and _through_gb(grouping, chain, joined)
-                     else [[sg] for sg in chain])]
+                    ([chain] if len(chain) > 1 and _in_gb(grouping, chain) else _joined_runs(chain, joined))]
             kernel_sgs = sorted(kept, key=lambda c: min(grouping.groups[c[0]]))
     binding = infer_bindings(order, {i: inst.shape for i, inst in enumerate(ig.instances)},
                              {i: inst.producers for i, inst in enumerate(ig.instances)}, cores)
@@ -482,6 +481,20 @@ def _through_gb(grouping: Grouping, sgs: list[int],
                 joined: set[tuple[int, int]] | frozenset[tuple[int, int]]) -> bool:
     """Whether the chain ``sgs`` runs through GB: :func:`_in_gb`, or two of its SGs ``joined``."""
     return _in_gb(grouping, sgs) or any(pair in joined for pair in itertools.pairwise(sgs))
+
+
+def _joined_runs(chain: list[int], joined: set[tuple[int, int]] | frozenset[tuple[int, int]]
+                 ) -> list[list[int]]:
+    """``chain`` cut between every two SGs not ``joined``: the kernels it makes when its LB links
+    are not taken (Algorithm 3 prefers the breadth-first order), so that joining two SGs through
+    GB joins those two and no LB link before them."""
+    runs = [[chain[0]]]
+    for a, b in itertools.pairwise(chain):
+        if (a, b) in joined:
+            runs[-1].append(b)
+        else:
+            runs.append([b])
+    return runs
 
 
 def _anchors(tg: TurboGraph, ops: list[int]) -> int:
