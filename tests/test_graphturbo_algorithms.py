@@ -464,6 +464,32 @@ def test_two_sgs_joined_through_gb_chain_along_their_gb_splits():
     assert tuple(names[1:5]) in block.kernels
 
 
+def test_joining_two_sgs_through_gb_leaves_an_lb_link_before_them_to_the_order():
+    """A scaling op LB-chains with the projection after it (both split along the images), and the
+    projection is joined through GB with the expansion, ReLU and depthwise conv (section 3.6).
+    ``chains`` makes one chain of the three; under the breadth-first order (Algorithm 3 loses on
+    the LB peak here) the plan keeps only the joined pair as one kernel, so a join trial prices
+    the join it names and not the LB link before it."""
+    b = _Builder()
+    x = b.add("x", (8, 16, 32, 32), fusible=False)
+    project = b.conv("project", (8, 16, 32, 32), b.add("scale", (8, 16, 32, 32), [x]))
+    relu = b.add("relu", (8, 64, 32, 32), [b.conv("expand", (8, 64, 32, 32), project)])
+    b.add("dw", (8, 64, 32, 32), [relu], window={2: 2, 3: 2}, anchor=True)
+    b.ops[-1].is_output = True
+    g = b.graph()
+    grouping = Grouping([[0], [1], [2], [3, 4, 5]],
+                        [None, Split(1, 1, 2, 0), Split(1, 1, 2, 0), Split(1, 1, 8, 1)], {},
+                        [None, Split(1, 1, 2, 0), Split(1, 1, 2, 0), Split(1, 1, 4, 0)])
+    assert chains(g, grouping) == [[0], [1, 2], [3]]
+    assert chains(g, grouping, joined={(2, 3)}) == [[0], [1, 2, 3]]
+    names = [op.name for op in g.ops]
+    assert plan(g, grouping, 8, names, chain=True).chains == [[0], [1], [2], [3]]
+    block = plan(g, grouping, 8, names, chain=True, joined={(2, 3)})
+    assert block.order_kind == "bfs"
+    assert block.chains == [[0], [1], [2, 3]]
+    assert tuple(names[2:6]) in block.kernels
+
+
 def test_the_judge_joins_two_kernels_through_gb_only_where_the_joined_one_is_faster():
     """:meth:`GraphTurboPartitioner.judge` with a cost of 10 cycles per kernel launch plus one per
     op joins the projection's kernel and the expansion's (14 < 11 + 13 cycles) and keeps the
