@@ -503,25 +503,3 @@ def test_the_judge_joins_two_kernels_through_gb_only_where_the_joined_one_is_fas
         block = plan(g, grouping, 8, names, chain=True)
         assert block.chains == [[0], [1], [2]]
         assert partitioner.judge(None, block, names).chains == expected
-
-
-def test_the_judge_tries_a_refused_join_again_once_a_neighbouring_join_changed_it():
-    """Three convs, each contracting the channels its LB split runs along, so only GB joins them
-    (section 3.6). Joining the second and third alone loses (25 > 10 + 10 cycles); once the first
-    and second are joined (15 < 10 + 10), joining the third to them wins (20 < 15 + 10), and the
-    judge's second round takes it."""
-    b = _Builder()
-    x = b.add("x", (8, 16, 32, 32), fusible=False)
-    second = b.conv("second", (8, 16, 32, 32), b.conv("first", (8, 32, 32, 32), x))
-    b.conv("third", (8, 32, 32, 32), second)
-    b.ops[-1].is_output = True
-    g = b.graph()
-    grouping = Grouping([[0], [1], [2], [3]], [None, *[Split(1, 1, 2, 1)] * 3], {},
-                        [None, *[Split(1, 1, 2, 0)] * 3])
-    names = [op.name for op in g.ops]
-    cycles = {(0,): 10, (1,): 10, (2,): 10, (3,): 10, (1, 2): 15, (2, 3): 25, (1, 2, 3): 20}
-    partitioner = GraphTurboPartitioner(1 << 10, 8, chain=True, kernel_cost=(
-        lambda graph, requests: [cycles[tuple(ops)] for ops, _ in requests]))
-    block = plan(g, grouping, 8, names, chain=True)
-    assert block.chains == [[0], [1], [2], [3]]
-    assert partitioner.judge(None, block, names).chains == [[0], [1, 2, 3]]

@@ -128,9 +128,7 @@ class GraphTurboPartitioner:
         kernel holds. Then two kernels one of which feeds only the other (:func:`linked` SGs) are
         joined through GB (section 3.6: :func:`chains` with ``joined``) where the joined kernel
         simulates faster than the two; the improving joins of a round are taken together where
-        that is faster still, else the best alone, and the block is judged again. A join that
-        does not improve is tried again in later rounds, whose joins change the kernels next to
-        it (a trial whose kernels are unchanged costs nothing: the costs are memoised). Every step
+        that is faster still, else the best alone, and the block is judged again. Every step
         lowers the simulated cycles, so that ends. Every trial of a round is planned first and
         the costs they compare asked of ``kernel_cost`` in one batch; costs and verdicts are
         memoised per (ops, plan)."""
@@ -209,9 +207,9 @@ class GraphTurboPartitioner:
                 gain = cheaper(trial, current)
                 _LOG.debug("graphturbo judge: joining %d and %d ops through GB saves %s cycles",
                            len(pair[0]), len(pair[1]), gain)
-                if gain is None:
+                if gain is None or gain <= 0:
                     refused.add(pair)
-                elif gain > 0:
+                else:
                     gains.append((gain, pair, trial))
             if not gains:
                 return None
