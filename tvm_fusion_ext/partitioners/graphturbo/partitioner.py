@@ -285,11 +285,10 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
     """Sections 3.3-3.4 over a grouping: instances, the better order, bindings and scopes; the
     kernels (SGs, or with ``chain`` the :func:`chains`, leaving the SGs ``unchained`` out and
     joining the SG pairs ``joined`` through GB, when the depth-first order wins on the instances
-    of the chains' splits); with ``callees`` (each
-    op's PrimFunc name) also the plan of
-    every fused kernel (the split of its last SG, the binding and scope of its first instance, and
-    the scope of the first instance of every other SG of a chain; a kernel of one op is keyed by
-    its PrimFunc's name alone)."""
+    of the chains' splits; else only the chains sized for GB and the runs of ``joined`` SGs);
+    with ``callees`` (each op's PrimFunc name) also the plan of every fused kernel (the split of
+    its last SG, the binding and scope of its first instance, and the scope of the first instance
+    of every other SG of a chain; a kernel of one op is keyed by its PrimFunc's name alone)."""
     kernel_sgs = [[i] for i in range(len(grouping.groups))]
     splits = list(grouping.best)
     ig = build_instances(tg, grouping)
