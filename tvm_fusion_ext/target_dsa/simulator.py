@@ -271,20 +271,17 @@ class _PromotionQueue:
 
 
 def _overlapped_cycles(phases: list[dict], spec: DSASpec, busy: dict | None,
-                       traffic: dict | None, ahead: _PromotionQueue | None = None,
-                       first: int = 0) -> int:
+                       traffic: dict | None, ahead: _PromotionQueue, first: int) -> int:
     """One double-buffered instance loop (module docstring); its phases are ``first`` on in the
     kernel's, and its first instance waits for and runs beside the promotions in ``ahead``."""
     repeat = int(phases[0].get("repeat", 1))
     prefetch = rest = waited = 0
     ddr: dict[str, int] = defaultdict(int)
     for k, phase in enumerate(phases):
-        if ahead is not None:
-            waited += ahead.wait(first + k)
+        waited += ahead.wait(first + k)
         before = ddr["ddr"]
         cycles = _one_repeat(phase, spec, busy, ddr)
-        if ahead is not None:
-            ahead.advance(cycles - _ddr_cycles(Fraction(ddr["ddr"] - before, repeat), spec))
+        ahead.advance(cycles - _ddr_cycles(Fraction(ddr["ddr"] - before, repeat), spec))
         if phase.get("prefetch"):
             prefetch += cycles
         else:
@@ -292,8 +289,7 @@ def _overlapped_cycles(phases: list[dict], spec: DSASpec, busy: dict | None,
     _add_traffic(traffic, ddr)
     shared_ddr = _ddr_cycles(Fraction(ddr["ddr"], repeat), spec)
     steady = (repeat - 1) * max(prefetch, rest, shared_ddr)
-    if ahead is not None:
-        ahead.advance(steady - (repeat - 1) * shared_ddr)
+    ahead.advance(steady - (repeat - 1) * shared_ddr)
     return waited + prefetch + rest + steady
 
 

@@ -301,7 +301,7 @@ def plan(tg: TurboGraph, grouping: Grouping, cores: int, callees: list[str] | No
         if chained_kind == "dfs":
             kernel_sgs, splits = chained, chained_splits
             ig, kind, order = chained_ig, chained_kind, chained_order
-        else:  # only the chains through GB: they have no LB instances to order
+        else:  # only the chains sized for GB and the joined runs: no LB instances to order
             kept = [c for chain in chained for c in
                     ([chain] if len(chain) > 1 and _in_gb(grouping, chain) else _joined_runs(chain, joined))]
             kernel_sgs = sorted(kept, key=lambda c: min(grouping.groups[c[0]]))
