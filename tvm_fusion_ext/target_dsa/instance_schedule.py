@@ -197,6 +197,8 @@ def _candidates(func, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms) -> 
                            if count % k == 0 and count // k > 1]
     if plan.options.instances:
         candidates += [forms.stage(func, spec, outer, n) for outer, n in _finest_instances(plan)]
+    elif plan.options.stitch:
+        candidates += [forms.stage(func, spec, along, n) for along, n in _per_image(plan)]
     if plan.options.stitch:  # each layer form again with its runs of layers stitched in LB
         candidates += [forms.stage(func, spec, dataclasses.replace(plan, dim=d), n, stitch_runs=True)
                        for c in candidates if c is not None and c.form == "layers"
@@ -224,6 +226,16 @@ def _finest_instances(plan: SubgraphPlan) -> list[tuple[SubgraphPlan, int]]:
     extent = int(plan.output_shape[dim])
     along = dataclasses.replace(plan, dim=dim)
     return [(along, n) for n in dict.fromkeys((extent, extent // 4)) if n > 1 and extent % n == 0]
+
+
+def _per_image(plan: SubgraphPlan) -> list[tuple[SubgraphPlan, int]]:
+    """Fig. 15's second bar (section 5.3: layer outputs "stay in L1 to the greatest extent")
+    without instance splitting: the layer form tiled one index of the outermost dimension (one
+    image) at a time, each layer of the tile over the cores (section 4.1), so that the runs of
+    layers Algorithm 4 leaves in LB can be stitched there (section 4.2). Empty for an outermost
+    extent of 1."""
+    extent = int(plan.output_shape[0]) if plan.output_shape else 1
+    return [(dataclasses.replace(plan, dim=0), extent)] if extent > 1 else []
 
 
 def _overlapped(staged: Staged, spec: DSASpec) -> Staged | None:
