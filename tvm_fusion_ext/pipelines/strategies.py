@@ -136,8 +136,9 @@ _register_graphturbo(
     "instruction scheduling")
 _register_graphturbo(
     "graphturbo-lb", "lb",
-    "GraphTurbo Fig. 15 second bar: layer outputs kept in LB where they fit, sub-graphs not "
-    "split into instances (only bound to cores), no instruction scheduling")
+    "GraphTurbo Fig. 15 second bar: layer outputs kept in LB where they fit (layers tiled one "
+    "image at a time), sub-graphs not split into BestSplit's instances nor chained, no "
+    "instruction scheduling")
 _register_graphturbo(
     "graphturbo-gb", "gb",
     "GraphTurbo Fig. 15 first bar: layer outputs kept in GB (LLB), no instances, no "

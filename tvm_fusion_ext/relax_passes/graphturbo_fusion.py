@@ -33,8 +33,9 @@ Hardware awareness per target (section 3.6):
   on a DSA the simulator judges the kernels and the check does not apply.
 
 Strategies (Fig. 15, section 5.3): ``graphturbo`` (everything), ``graphturbo-instances`` (no
-across-layer instruction scheduling), ``graphturbo-lb`` (no instance splitting either: sub-graphs
-split only by their core binding, layer outputs in LB where they fit), ``graphturbo-gb`` (layer
+across-layer instruction scheduling), ``graphturbo-lb`` (no instance splitting either: no BestSplit
+instances and no chains, layers tiled over the cores, whole or one image at a time, with layer
+outputs in LB where they fit), ``graphturbo-gb`` (layer
 outputs kept in GB, "LLB only").
 """
 

@@ -4,8 +4,9 @@ sections 3.1, 4, Fig. 15): candidates staged by :mod:`.instance_staging`, compar
 :func:`schedule_subgraph` chooses the pieces: dimensions whose split recomputes more than the
 partitioner's bound (section 3.1) are not bound; the plan's instances times its binding come
 first, then finer pieces until every core has one and a piece fits LB (only with instance
-splitting on; Fig. 15's first two bars keep the binding's pieces and spill), and the candidate the
-simulator finds fastest is kept.
+splitting on; Fig. 15's first two bars keep the binding's pieces and spill), the layer forms
+over the whole output and over instances (the second bar: one image at a time), and the
+candidate the simulator finds fastest is kept.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     half and a quarter of it: fewer, larger instances re-read the weights less often and give
     each layer more tiles to spread over the cores) and, for a plan of one
     instance or split along an inner dimension, over the finest instances of the outermost
-    (:func:`_finest_instances`); with buffer
+    (:func:`_finest_instances`), and with buffer stitching but no instance splitting over
+    one image at a time (:func:`_per_image`); with buffer
     stitching each layer form also with its runs of layers stitched in LB where Algorithm 4's
     scopes allow. Without stitching (Fig. 15's first bar, "LLB only") only the layer-bound form
     over the whole output is staged.
@@ -231,9 +233,11 @@ def _finest_instances(plan: SubgraphPlan) -> list[tuple[SubgraphPlan, int]]:
 def _per_image(plan: SubgraphPlan) -> list[tuple[SubgraphPlan, int]]:
     """Fig. 15's second bar (section 5.3: layer outputs "stay in L1 to the greatest extent")
     without instance splitting: the layer form tiled one index of the outermost dimension (one
-    image) at a time, each layer of the tile over the cores (section 4.1), so that the runs of
-    layers Algorithm 4 leaves in LB can be stitched there (section 4.2). Empty for an outermost
-    extent of 1."""
+    image) at a time, each layer of the tile over the cores (section 4.1). An image's layer
+    outputs stay on chip: in LB where a run of layers stitches there (section 4.2), in GB
+    otherwise, where the whole batch's would spill to DDR. BestSplit's instance counts and the
+    order of instances across sub-graphs (sections 3.1-3.3) remain the next bar's. Empty for an
+    outermost extent of 1."""
     extent = int(plan.output_shape[0]) if plan.output_shape else 1
     return [(dataclasses.replace(plan, dim=0), extent)] if extent > 1 else []
 

@@ -22,7 +22,8 @@ class KernelOptions:
 
     ``stitch``: layer outputs of a sub-graph stay in LB (buffer stitching, section 4.2; off: they
     go to GB, "outputs kept in LLB"); ``instances``: the sub-graph runs as the instances of its
-    BestSplit (section 3.3; off: only its core binding splits it); ``instruction_scheduling``:
+    BestSplit (section 3.3; off: only its core binding, or the kernel generator's tiling one image
+    at a time, splits it); ``instruction_scheduling``:
     promotions of the next piece overlap this piece's layers (section 4.4, Fig. 13).
     """
 
