@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from ..ir_utils import StructuralMemo
 from ..partitioners.graphturbo.kernel_plan import KernelOptions, SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate, live_peak
 from ..partitioners.graphturbo.split_info import MAX_RECOMPUTE_RATIO
@@ -44,6 +45,9 @@ ON_CHIP_TOLERANCE = 1.1
 _LOG = logging.getLogger(__name__)
 # (structural hash, plan JSON, spec) -> the kernel schedule_subgraph chose, or why it declined
 _CHOSEN: dict = {}
+# Layer forms kept across schedule_subgraph calls (:func:`_layer_form`)
+LAYER_FORMS_KEPT = 512
+_LAYER_FORMS = StructuralMemo(LAYER_FORMS_KEPT)
 
 
 @dataclass
@@ -73,10 +77,10 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     half and a quarter of it: fewer, larger instances re-read the weights less often and give
     each layer more tiles to spread over the cores) and, for a plan of one
     instance or split along an inner dimension, over the finest instances of the outermost
-    (:func:`_finest_instances`), and with buffer stitching but no instance splitting over
-    one image at a time (:func:`_per_image`); with buffer
-    stitching each layer form also with its runs of layers stitched in LB where Algorithm 4's
-    scopes allow. Without stitching (Fig. 15's first bar, "LLB only") only the layer-bound form
+    (:func:`_finest_instances`); with buffer stitching each layer form also with its runs of
+    layers stitched in LB where Algorithm 4's scopes allow; with buffer stitching but no
+    instance splitting, where the layer form over the whole output spills to DDR, the layer form
+    over one image at a time (:func:`_per_image`; a sub-graph's, not a chain's). Without stitching (Fig. 15's first bar, "LLB only") only the layer-bound form
     over the whole output is staged.
 
     An optimisation of Fig. 15 never makes a kernel slower: the kernel the same sub-graph gets
@@ -89,7 +93,7 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     allocates fewer DDR buffers: GraphTurbo keeps tensors on chip when that costs (nearly)
     nothing. A sub-graph none of whose candidates fits is declined (:class:`Unsupported`).
     """
-    return _schedule(func, spec, plan, _LayerForms())
+    return _schedule(func, spec, plan)
 
 
 # Fig. 15's bar (plan JSON) -> its own candidates (:func:`bar_candidates`), or what staging them raised
@@ -111,7 +115,7 @@ def bar_candidates(task: tuple[tirx.PrimFunc, DSASpec, SubgraphPlan]) -> list[St
     :func:`schedule_subgraph_from` then chooses among them as :func:`schedule_subgraph` would."""
     func, spec, plan = task
     try:
-        return _candidates(unique_buffer_names(func), spec, plan, _LayerForms())
+        return _candidates(unique_buffer_names(func), spec, plan)
     except (Unsupported, s_tir.ScheduleError, ValueError) as err:
         return err
 
@@ -120,17 +124,16 @@ def schedule_subgraph_from(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPla
                            staged: StagedElsewhere) -> Staged:
     """:func:`schedule_subgraph` with each bar's candidates taken from ``staged`` (every plan of
     :func:`bar_plans`) instead of staging them here; the same choice, memoised alike."""
-    return _schedule(func, spec, plan, _LayerForms(), staged)
+    return _schedule(func, spec, plan, staged)
 
 
-def _schedule(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms,
+def _schedule(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
               staged: StagedElsewhere | None = None) -> Staged:
-    """:func:`schedule_subgraph` with the layer forms staged so far for ``func`` (or every bar's
-    candidates, ``staged``)."""
+    """:func:`schedule_subgraph`, or with every bar's candidates taken from ``staged``."""
     key = (tvm_ffi.structural_hash(func), plan.to_json(), spec)
     if key not in _CHOSEN:
         try:
-            _CHOSEN[key] = _choose(func, spec, plan, forms, staged)
+            _CHOSEN[key] = _choose(func, spec, plan, staged)
         except (Unsupported, s_tir.ScheduleError, ValueError) as err:
             _CHOSEN[key] = err  # a declined sub-graph is declined again without staging
     if isinstance(_CHOSEN[key], Exception):
@@ -138,11 +141,11 @@ def _schedule(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _La
     return _CHOSEN[key]
 
 
-def _choose(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms,
+def _choose(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
             staged: StagedElsewhere | None) -> Staged:
     """:func:`schedule_subgraph` without the memo."""
     if staged is None:
-        candidates = _candidates(unique_buffer_names(func), spec, plan, forms)
+        candidates = _candidates(unique_buffer_names(func), spec, plan)
     elif isinstance(found := staged[plan.to_json()], Exception):
         raise found
     else:
@@ -152,7 +155,7 @@ def _choose(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _Laye
     base = None
     if lesser is not None:
         try:
-            base = _schedule(func, spec, dataclasses.replace(plan, options=lesser), forms, staged)
+            base = _schedule(func, spec, dataclasses.replace(plan, options=lesser), staged)
         except Unsupported as err:
             _LOG.info("graphturbo %s declined: %s", lesser, err)
     if base is not None:
@@ -182,29 +185,31 @@ def _lesser(options: KernelOptions) -> KernelOptions | None:
     return None
 
 
-def _candidates(func, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms) -> list[Staged | None]:
+def _candidates(func, spec: DSASpec, plan: SubgraphPlan) -> list[Staged | None]:
     """The candidates of :func:`schedule_subgraph` staged for ``plan`` as it is."""
     candidates = []
     if plan.options.stitch:
         candidates.append(_search_pieces(func, spec, plan))
-    candidates.append(forms.stage(func, spec, plan, 1))
+    whole = _layer_form(func, spec, plan, 1)
+    candidates.append(whole)
     steps = _base_steps(tuple(plan.output_shape), plan)
     if plan.options.instances and steps and steps[0][0] == plan.dim and plan.instances > 1:
-        first = next((c for c in (forms.stage(func, spec, plan, n) for n in steps[0][1])
+        first = next((c for c in (_layer_form(func, spec, plan, n) for n in steps[0][1])
                       if c is not None), None)
         candidates.append(first)
         if first is not None:
             count = first.splits[plan.dim]
-            candidates += [forms.stage(func, spec, plan, count // k) for k in (2, 4)
+            candidates += [_layer_form(func, spec, plan, count // k) for k in (2, 4)
                            if count % k == 0 and count // k > 1]
     if plan.options.instances:
-        candidates += [forms.stage(func, spec, outer, n) for outer, n in _finest_instances(plan)]
-    elif plan.options.stitch:
-        candidates += [forms.stage(func, spec, along, n) for along, n in _per_image(plan)]
+        candidates += [_layer_form(func, spec, outer, n) for outer, n in _finest_instances(plan)]
     if plan.options.stitch:  # each layer form again with its runs of layers stitched in LB
-        candidates += [forms.stage(func, spec, dataclasses.replace(plan, dim=d), n, stitch_runs=True)
+        candidates += [_layer_form(func, spec, dataclasses.replace(plan, dim=d), n, stitch_runs=True)
                        for c in candidates if c is not None and c.form == "layers"
                        for d, n in [next(iter(c.splits.items()), (plan.dim, 1))]]
+    if plan.options.stitch and not plan.options.instances and not plan.tensor_scopes \
+            and _spills_to_ddr(whole):
+        candidates += [_layer_form(func, spec, along, n) for along, n in _per_image(plan)]
     return candidates
 
 
@@ -228,6 +233,14 @@ def _finest_instances(plan: SubgraphPlan) -> list[tuple[SubgraphPlan, int]]:
     extent = int(plan.output_shape[dim])
     along = dataclasses.replace(plan, dim=dim)
     return [(along, n) for n in dict.fromkeys((extent, extent // 4)) if n > 1 and extent % n == 0]
+
+
+def _spills_to_ddr(staged: Staged | None) -> bool:
+    """Whether the layer form ``staged`` leaves a layer output in DDR (section 4.3's spill), does
+    not fit, or could not be staged: what tiling one image at a time (:func:`_per_image`) can
+    remedy."""
+    return (staged is None or not staged.fits
+            or any(buf.scope() == DDR for buf in alloc_buffers(staged.func)))
 
 
 def _per_image(plan: SubgraphPlan) -> list[tuple[SubgraphPlan, int]]:
@@ -266,24 +279,17 @@ def _overlapped(staged: Staged, spec: DSASpec) -> Staged | None:
                   staged.form)
 
 
-class _LayerForms:
-    """The layer forms (:func:`_layer_candidate`) staged for one sub-graph, shared by the bars of
-    Fig. 15 that stage the same form. One :func:`schedule_subgraph` call stages one function on
-    one spec, and its bars' plans differ only in their switches and (:func:`_finest_instances`)
-    dimension; :func:`stage_layers` reads two of the switches, buffer stitching and instruction
-    scheduling, and the dimension only when it splits, so the instance-splitting bar's forms of
-    one instance are those of the buffer-stitching bar."""
-
-    def __init__(self):
-        self.staged: dict[tuple, Staged | None] = {}
-
-    def stage(self, func, spec: DSASpec, plan: SubgraphPlan, instances: int,
-              stitch_runs: bool = False) -> Staged | None:
-        key = (instances, stitch_runs, plan.options.stitch, plan.options.instruction_scheduling,
-               plan.dim if instances > 1 else None)
-        if key not in self.staged:
-            self.staged[key] = _layer_candidate(func, spec, plan, instances, stitch_runs)
-        return self.staged[key]
+def _layer_form(func, spec: DSASpec, plan: SubgraphPlan, instances: int,
+                stitch_runs: bool = False) -> Staged | None:
+    """:func:`_layer_candidate`, remembered per function: the bars of Fig. 15 stage some forms
+    alike, and the partitioner's judge plans the same sub-graph several times.
+    :func:`stage_layers` reads of a plan only its output shape, two of its switches (buffer
+    stitching and instruction scheduling), its dimension when it splits, and the scopes of a
+    chain's inner outputs (``tensor_scopes``): the instance-splitting bar's forms of one instance
+    are the buffer-stitching bar's, and no form depends on the plan's instance count or binding."""
+    key = (spec, plan.output_shape, plan.tensor_scopes, instances, stitch_runs, plan.options.stitch,
+           plan.options.instruction_scheduling, plan.dim if instances > 1 else None)
+    return _LAYER_FORMS.get(func, lambda: _layer_candidate(func, spec, plan, instances, stitch_runs), key)
 
 
 def _layer_candidate(func, spec: DSASpec, plan: SubgraphPlan, instances: int,
