@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from ..ir_utils import StructuralMemo
 from ..partitioners.graphturbo.kernel_plan import KernelOptions, SubgraphPlan
 from ..partitioners.graphturbo.memory import Tensor, allocate, live_peak
 from ..partitioners.graphturbo.split_info import MAX_RECOMPUTE_RATIO
@@ -45,9 +44,6 @@ ON_CHIP_TOLERANCE = 1.1
 _LOG = logging.getLogger(__name__)
 # (structural hash, plan JSON, spec) -> the kernel schedule_subgraph chose, or why it declined
 _CHOSEN: dict = {}
-# Layer forms kept across schedule_subgraph calls (:func:`_layer_form`)
-LAYER_FORMS_KEPT = 512
-_LAYER_FORMS = StructuralMemo(LAYER_FORMS_KEPT)
 
 
 @dataclass
@@ -85,7 +81,8 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
 
     An optimisation of Fig. 15 never makes a kernel slower: the kernel the same sub-graph gets
     one bar lower (:func:`_lesser`) is a candidate too, and candidates slower than it are
-    dropped, so each bar is at least the one before it on every kernel. Across-layer
+    dropped, so each bar is at least the one before it on every kernel (the second bar's
+    per-image forms left out of that floor). Across-layer
     instruction scheduling (section 4.4) only overlaps DMA with compute, so the kernel without
     it, double buffered afterwards where the doubled DMA buffers still fit LB
     (:func:`_overlapped`), is one more candidate. Among the candidates that fit LB
@@ -93,7 +90,7 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     allocates fewer DDR buffers: GraphTurbo keeps tensors on chip when that costs (nearly)
     nothing. A sub-graph none of whose candidates fits is declined (:class:`Unsupported`).
     """
-    return _schedule(func, spec, plan)
+    return _schedule(func, spec, plan, _LayerForms())
 
 
 # Fig. 15's bar (plan JSON) -> its own candidates (:func:`bar_candidates`), or what staging them raised
@@ -109,13 +106,14 @@ def bar_plans(plan: SubgraphPlan) -> list[SubgraphPlan]:
     return plans
 
 
-def bar_candidates(task: tuple[tirx.PrimFunc, DSASpec, SubgraphPlan]) -> list[Staged | None] | Exception:
-    """The candidates one bar of ``(func, spec, plan)`` stages itself, or why staging them failed:
-    the bars of one sub-graph can be staged on separate workers, and
-    :func:`schedule_subgraph_from` then chooses among them as :func:`schedule_subgraph` would."""
-    func, spec, plan = task
+def bar_candidates(task: tuple[tirx.PrimFunc, DSASpec, SubgraphPlan, bool]) -> list[Staged | None] | Exception:
+    """The candidates one bar of ``(func, spec, plan, floor)`` stages itself (``floor``: as the
+    bar below another, :func:`bar_plans` but the first), or why staging them failed: the bars of
+    one sub-graph can be staged on separate workers, and :func:`schedule_subgraph_from` then
+    chooses among them as :func:`schedule_subgraph` would."""
+    func, spec, plan, floor = task
     try:
-        return _candidates(unique_buffer_names(func), spec, plan)
+        return _candidates(unique_buffer_names(func), spec, plan, _LayerForms(), floor)
     except (Unsupported, s_tir.ScheduleError, ValueError) as err:
         return err
 
@@ -124,16 +122,17 @@ def schedule_subgraph_from(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPla
                            staged: StagedElsewhere) -> Staged:
     """:func:`schedule_subgraph` with each bar's candidates taken from ``staged`` (every plan of
     :func:`bar_plans`) instead of staging them here; the same choice, memoised alike."""
-    return _schedule(func, spec, plan, staged)
+    return _schedule(func, spec, plan, _LayerForms(), staged)
 
 
-def _schedule(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
-              staged: StagedElsewhere | None = None) -> Staged:
-    """:func:`schedule_subgraph`, or with every bar's candidates taken from ``staged``."""
-    key = (tvm_ffi.structural_hash(func), plan.to_json(), spec)
+def _schedule(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms,
+              staged: StagedElsewhere | None = None, floor: bool = False) -> Staged:
+    """:func:`schedule_subgraph` with the layer forms staged so far for ``func`` (or every bar's
+    candidates, ``staged``); ``floor``: as the bar below another (:func:`_candidates`)."""
+    key = (tvm_ffi.structural_hash(func), plan.to_json(), spec, floor)
     if key not in _CHOSEN:
         try:
-            _CHOSEN[key] = _choose(func, spec, plan, staged)
+            _CHOSEN[key] = _choose(func, spec, plan, forms, staged, floor)
         except (Unsupported, s_tir.ScheduleError, ValueError) as err:
             _CHOSEN[key] = err  # a declined sub-graph is declined again without staging
     if isinstance(_CHOSEN[key], Exception):
@@ -141,11 +140,11 @@ def _schedule(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     return _CHOSEN[key]
 
 
-def _choose(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
-            staged: StagedElsewhere | None) -> Staged:
+def _choose(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms,
+            staged: StagedElsewhere | None, floor: bool) -> Staged:
     """:func:`schedule_subgraph` without the memo."""
     if staged is None:
-        candidates = _candidates(unique_buffer_names(func), spec, plan)
+        candidates = _candidates(unique_buffer_names(func), spec, plan, forms, floor)
     elif isinstance(found := staged[plan.to_json()], Exception):
         raise found
     else:
@@ -155,7 +154,8 @@ def _choose(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     base = None
     if lesser is not None:
         try:
-            base = _schedule(func, spec, dataclasses.replace(plan, options=lesser), staged)
+            base = _schedule(func, spec, dataclasses.replace(plan, options=lesser), forms, staged,
+                             floor=True)
         except Unsupported as err:
             _LOG.info("graphturbo %s declined: %s", lesser, err)
     if base is not None:
@@ -185,31 +185,34 @@ def _lesser(options: KernelOptions) -> KernelOptions | None:
     return None
 
 
-def _candidates(func, spec: DSASpec, plan: SubgraphPlan) -> list[Staged | None]:
-    """The candidates of :func:`schedule_subgraph` staged for ``plan`` as it is."""
+def _candidates(func, spec: DSASpec, plan: SubgraphPlan, forms: _LayerForms,
+                floor: bool = False) -> list[Staged | None]:
+    """The candidates of :func:`schedule_subgraph` staged for ``plan`` as it is; ``floor``: as
+    the bar below another, which stages no per-image form (:func:`_per_image`: the compile time
+    of full-size models; the bars with instance splitting have their own instance forms)."""
     candidates = []
     if plan.options.stitch:
         candidates.append(_search_pieces(func, spec, plan))
-    whole = _layer_form(func, spec, plan, 1)
+    whole = forms.stage(func, spec, plan, 1)
     candidates.append(whole)
     steps = _base_steps(tuple(plan.output_shape), plan)
     if plan.options.instances and steps and steps[0][0] == plan.dim and plan.instances > 1:
-        first = next((c for c in (_layer_form(func, spec, plan, n) for n in steps[0][1])
+        first = next((c for c in (forms.stage(func, spec, plan, n) for n in steps[0][1])
                       if c is not None), None)
         candidates.append(first)
         if first is not None:
             count = first.splits[plan.dim]
-            candidates += [_layer_form(func, spec, plan, count // k) for k in (2, 4)
+            candidates += [forms.stage(func, spec, plan, count // k) for k in (2, 4)
                            if count % k == 0 and count // k > 1]
     if plan.options.instances:
-        candidates += [_layer_form(func, spec, outer, n) for outer, n in _finest_instances(plan)]
+        candidates += [forms.stage(func, spec, outer, n) for outer, n in _finest_instances(plan)]
     if plan.options.stitch:  # each layer form again with its runs of layers stitched in LB
-        candidates += [_layer_form(func, spec, dataclasses.replace(plan, dim=d), n, stitch_runs=True)
+        candidates += [forms.stage(func, spec, dataclasses.replace(plan, dim=d), n, stitch_runs=True)
                        for c in candidates if c is not None and c.form == "layers"
                        for d, n in [next(iter(c.splits.items()), (plan.dim, 1))]]
-    if plan.options.stitch and not plan.options.instances and not plan.tensor_scopes \
-            and _spills_to_ddr(whole):
-        candidates += [_layer_form(func, spec, along, n) for along, n in _per_image(plan)]
+    if plan.options.stitch and not plan.options.instances and not floor \
+            and not plan.tensor_scopes and _spills_to_ddr(whole):
+        candidates += [forms.stage(func, spec, along, n) for along, n in _per_image(plan)]
     return candidates
 
 
@@ -279,17 +282,24 @@ def _overlapped(staged: Staged, spec: DSASpec) -> Staged | None:
                   staged.form)
 
 
-def _layer_form(func, spec: DSASpec, plan: SubgraphPlan, instances: int,
-                stitch_runs: bool = False) -> Staged | None:
-    """:func:`_layer_candidate`, remembered per function: the bars of Fig. 15 stage some forms
-    alike, and the partitioner's judge plans the same sub-graph several times.
-    :func:`stage_layers` reads of a plan only its output shape, two of its switches (buffer
-    stitching and instruction scheduling), its dimension when it splits, and the scopes of a
-    chain's inner outputs (``tensor_scopes``): the instance-splitting bar's forms of one instance
-    are the buffer-stitching bar's, and no form depends on the plan's instance count or binding."""
-    key = (spec, plan.output_shape, plan.tensor_scopes, instances, stitch_runs, plan.options.stitch,
-           plan.options.instruction_scheduling, plan.dim if instances > 1 else None)
-    return _LAYER_FORMS.get(func, lambda: _layer_candidate(func, spec, plan, instances, stitch_runs), key)
+class _LayerForms:
+    """The layer forms (:func:`_layer_candidate`) staged for one sub-graph, shared by the bars of
+    Fig. 15 that stage the same form. One :func:`schedule_subgraph` call stages one function on
+    one spec, and its bars' plans differ only in their switches and (:func:`_finest_instances`)
+    dimension; :func:`stage_layers` reads two of the switches, buffer stitching and instruction
+    scheduling, and the dimension only when it splits, so the instance-splitting bar's forms of
+    one instance are those of the buffer-stitching bar."""
+
+    def __init__(self):
+        self.staged: dict[tuple, Staged | None] = {}
+
+    def stage(self, func, spec: DSASpec, plan: SubgraphPlan, instances: int,
+              stitch_runs: bool = False) -> Staged | None:
+        key = (instances, stitch_runs, plan.options.stitch, plan.options.instruction_scheduling,
+               plan.dim if instances > 1 else None)
+        if key not in self.staged:
+            self.staged[key] = _layer_candidate(func, spec, plan, instances, stitch_runs)
+        return self.staged[key]
 
 
 def _layer_candidate(func, spec: DSASpec, plan: SubgraphPlan, instances: int,

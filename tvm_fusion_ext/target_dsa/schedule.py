@@ -380,8 +380,8 @@ def schedule_kernels(items: list[tuple[tirx.PrimFunc, str | None]], spec: DSASpe
              if task[2] is not None and jobs > 1 and work[key] * jobs > sum(work.values())]
     for key in split:
         _LOG.debug("a kernel of %d blocks: its Fig. 15 bars staged on separate workers", blocks[key])
-    bar_tasks = [(stage_bar, (todo[key][0], spec, bar))
-                 for key in split for bar in bar_plans(SubgraphPlan.from_json(todo[key][2]))]
+    bar_tasks = [(stage_bar, (todo[key][0], spec, bar, below > 0)) for key in split
+                 for below, bar in enumerate(bar_plans(SubgraphPlan.from_json(todo[key][2])))]
     whole = [key for key in sorted(todo, key=lambda key: -work[key]) if key not in split]
     results = parallel_map(run_task, bar_tasks + [(generate_kernel, todo[key]) for key in whole], jobs)
     _KERNELS.update(zip(whole, results[len(bar_tasks):]))
@@ -396,7 +396,7 @@ def schedule_kernels(items: list[tuple[tirx.PrimFunc, str | None]], spec: DSASpe
     return [_KERNELS[key] for key in keys]
 
 
-def stage_bar(task: tuple[tirx.PrimFunc, DSASpec, SubgraphPlan]):
+def stage_bar(task: tuple[tirx.PrimFunc, DSASpec, SubgraphPlan, bool]):
     """:func:`.instance_schedule.bar_candidates` with the primitives unchecked, as
     :func:`schedule_kernel` runs them."""
     with unchecked_primitives():
