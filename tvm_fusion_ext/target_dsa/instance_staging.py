@@ -109,6 +109,11 @@ class Unsupported(Exception):
     """The sub-graph cannot be staged this way (the caller falls back to the per-kernel schedule)."""
 
 
+class NothingStitched(Unsupported):
+    """:func:`stage_layers` with ``stitch_runs`` stitched no run of layers: the form would be
+    the one staged without ``stitch_runs``, which the caller stages as well."""
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where a piece's tensors go (section 4.3): ``spill`` names the ones not in LB (a layer output
@@ -571,7 +576,9 @@ def stage_layers(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     """:func:`_stage_layer_form`, and again with the layer outputs that form kept in LB (an
     epilogue's GEMM output, a stitched run's inner outputs) left out of the GB allocation, when
     the first spilled others to DDR: section 4.3 allocates GB among the tensors that leave LB,
-    and which do is known only once the layers are tiled. The faster of the two that fit."""
+    and which do is known only once the layers are tiled. The faster of the two that fit.
+    With ``stitch_runs``, :class:`NothingStitched` when no run of layers stitches (the layers
+    are then not tiled a second time: the result would be the form without ``stitch_runs``)."""
     first, levels = _stage_layer_form(func, spec, plan, instances, stitch_runs, windows)
     resident = frozenset(name for name, level in levels.items() if level == "lb")
     if not resident or "ddr" not in levels.values():
@@ -604,7 +611,8 @@ def _stage_layer_form(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     function as staging them on the whole function, ``windows=False``, at a cost per layer that
     does not grow with the number of layers). The layer outputs named in ``lb_resident`` take no
     GB (:func:`_layer_scopes`): they are expected to stay in LB, and go to DDR if they do not.
-    Returns the staged function and the level each layer output ended in."""
+    Returns the staged function and the level each layer output ended in; raises
+    :class:`NothingStitched` when ``stitch_runs`` stitched no run (without ``lb_resident``)."""
     sch = _inlined_schedule(func)
     in_gb = gb_scoped_tensors(func, plan)
     gb_writers = {b.name_hint for b in leaf_blocks(sch.mod["main"])
@@ -649,9 +657,12 @@ def _stage_layer_form(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     names = [sch.get(rv).name_hint for rv in layers]
     staged = LayerWindows(sch.mod["main"], None if outer is None else sch.get(outer).loop_var, windows)
 
+    stitched_runs = []
+
     def stitched(trial, rvs, whole):
         whole_run = _stage_stitched(trial, rvs, spec, depth, double, exchanged, whole)
         if whole_run is not None:
+            stitched_runs.append(rvs)
             return whole_run
         changed = None
         for runs in _windowed_runs(trial, rvs):
@@ -659,6 +670,7 @@ def _stage_layer_form(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
                 found = _stage_stitched(changed or trial, run, spec, depth, double, exchanged,
                                         whole, halo=True)
                 if found is not None:
+                    stitched_runs.append(run)
                     changed = found
                     break
         return changed
@@ -670,6 +682,8 @@ def _stage_layer_form(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
 
     for group in groups:
         staged.stage(group, stitched)
+    if stitch_runs and not stitched_runs and not lb_resident:
+        raise NothingStitched(f"none of {len(groups)} runs of layers stitches")
     for name in names:
         staged.stage([name], tiled)
     # A layer output moved to LB (set_scope) is renamed; one still under its name left LB.
