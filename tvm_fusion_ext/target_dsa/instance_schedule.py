@@ -76,17 +76,17 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     (:func:`_finest_instances`); with buffer stitching each layer form also with its runs of
     layers stitched in LB where Algorithm 4's scopes allow; with buffer stitching but no
     instance splitting, where the layer form over the whole output spills to DDR, the layer form
-    over one image at a time (:func:`_per_image`; a sub-graph's, not a chain's). Without stitching (Fig. 15's first bar, "LLB only") only the layer-bound form
-    over the whole output is staged.
+    over one image at a time (:func:`_per_image`; a sub-graph's, not a chain's). Without
+    stitching (Fig. 15's first bar, "LLB only") only the layer-bound form over the whole output
+    is staged.
 
     An optimisation of Fig. 15 never makes a kernel slower: the kernel the same sub-graph gets
     one bar lower (:func:`_lesser`) is a candidate too, and candidates slower than it are
     dropped, so each bar is at least the one before it on every kernel (the second bar's
-    per-image forms left out of that floor). Across-layer
-    instruction scheduling (section 4.4) only overlaps DMA with compute, so the kernel without
-    it, double buffered afterwards where the doubled DMA buffers still fit LB
-    (:func:`_overlapped`), is one more candidate. Among the candidates that fit LB
-    and GB, the fastest is kept unless one within :data:`ON_CHIP_TOLERANCE` of its cycles
+    per-image forms left out of that floor). Across-layer instruction scheduling (section 4.4)
+    only overlaps DMA with compute, so the kernel without it, double buffered afterwards where
+    the doubled DMA buffers still fit LB (:func:`_overlapped`), is one more candidate. Among the
+    candidates that fit LB and GB, the fastest is kept unless one within :data:`ON_CHIP_TOLERANCE` of its cycles
     allocates fewer DDR buffers: GraphTurbo keeps tensors on chip when that costs (nearly)
     nothing. A sub-graph none of whose candidates fits is declined (:class:`Unsupported`).
     """
