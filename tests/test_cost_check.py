@@ -45,6 +45,7 @@ from tvm_fusion_ext.cost import (
 )
 from tvm_fusion_ext.cost import model as cost_model
 from tvm_fusion_ext.cost.features import kernel_features
+from tvm_fusion_ext.cost.model import RememberedPredictions
 from tvm_fusion_ext.hardware import CPUSpec
 from tvm_fusion_ext.hardware import spec as hardware_spec
 from tvm_fusion_ext.hardware.device_costs import CACHE_ENV
@@ -396,10 +397,11 @@ def test_only_an_epilogue_in_place_goes_unpredicted():
         assert check.verdict(graph, [[n] for n in fusible]).fused_s is not None
 
 
-def test_the_check_is_for_cpu_and_cuda_targets():
+def test_the_check_is_for_cpu_cuda_and_dsa_targets():
     assert isinstance(profitability_for(TARGET).model, KernelCostModel)
     assert profitability_for(TARGET, enabled=False) is None
-    assert profitability_for(tvm.target.Target("dsa/stcp920")) is None
+    dsa = profitability_for(tvm.target.Target("dsa/stcp920"))
+    assert dsa is not None and not isinstance(dsa.model, KernelCostModel)  # tests/test_dsa_cost_check.py
     cuda = profitability_for(tvm.target.Target({"kind": "cuda", "arch": "sm_90"}))
     assert cuda is not None and not isinstance(cuda.model, KernelCostModel)  # tests/test_gpu_cost_check.py
 
@@ -429,14 +431,11 @@ def test_channel_shuffle_fused_into_a_conv_is_kept_with_the_check(strategy):
     assert _kernels(ShuffleConv, strategy, cost_check=True) == 1
 
 
-class _BytesModel:
+class _BytesModel(RememberedPredictions):
     """Predicts a kernel's time from the bytes of its parameters alone (1 ns per byte)."""
 
-    def seconds(self, func) -> float:
+    def predict(self, func) -> float:
         return 1e-9 * sum(4 * math.prod(int(d) for d in param.ty.shape) for param in func.params)
-
-    def remembered(self, _key, predict) -> float:
-        return predict()
 
 
 def test_apollo_gives_a_conv_back_its_epilogue_when_predicted_faster():

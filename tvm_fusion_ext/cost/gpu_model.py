@@ -66,6 +66,7 @@ from ..tir_passes.gpu_row_stitch import SharedRowReduction
 from ..tir_passes.gpu_rules import cuda_schedule_rules, innermost_rule
 from ..tir_passes.unit_iters import DropUnitIters
 from .features import value_ops
+from .model import RememberedPredictions
 
 SERIAL_STEP_CYCLES = 200
 ELEMENTWISE_EFFICIENCY = 0.25
@@ -100,27 +101,19 @@ def scheduling_rule(func: tirx.PrimFunc, target: tvm.target.Target):
     return None, func
 
 
-class GPUKernelModel:
-    """Predicted seconds per kernel on a ``cuda`` target (module docstring); the same interface as
-    :class:`~.model.KernelCostModel` (``seconds``, ``remembered``), predictions kept in memory."""
+class GPUKernelModel(RememberedPredictions):
+    """Predicted seconds per kernel on a ``cuda`` target (module docstring), remembered in memory
+    (:class:`~.model.RememberedPredictions`)."""
 
     def __init__(self, target: tvm.target.Target):
+        super().__init__()
         self.target = target
         self.spec = spec_for_target(target)
         if not isinstance(self.spec, GPUSpec):
             raise TypeError(f"target {target} has no GPU spec")
-        self.cache: dict[str, float] = {}
 
-    def seconds(self, func: tirx.PrimFunc) -> float:
+    def predict(self, func: tirx.PrimFunc) -> float:
         """Predicted seconds of one call of ``func`` as the CUDA backend schedules it."""
-        return self.remembered(f"kernel:{tvm_ffi.structural_hash(func)}", lambda: self._predict(func))
-
-    def remembered(self, key: str, predict) -> float:
-        if key not in self.cache:
-            self.cache[key] = predict()
-        return self.cache[key]
-
-    def _predict(self, func: tirx.PrimFunc) -> float:
         spec = self.spec
         rule, scheduled = scheduling_rule(func, self.target)
         if rule is None:

@@ -92,27 +92,26 @@ def scheduled(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc:
     return sch.mod["main"] if sch is not None else func
 
 
-class KernelCostModel:
-    """Predicted seconds per kernel for ``target`` under ``rates`` (module docstring).
+class RememberedPredictions:
+    """What every kernel model shares: predicted seconds per kernel, remembered under string keys
+    (:meth:`remembered`): a kernel by the structural hash of its unscheduled PrimFunc, and
+    whatever key a caller gives (:mod:`.profitability` keys a candidate group by its structure,
+    so that it need not even be fused again). With a ``store`` path they are also appended to
+    that JSON-lines file and read back by the next model of the same store, so a second compile
+    in a new process predicts nothing again. A model predicts in :meth:`predict`;
+    ``packs_weights`` says whether its backend packs constant weights at compile time (the
+    kernel it predicts is then made with them marked layout-free,
+    :func:`~.group_kernel.fused_kernel`)."""
 
-    Predictions are remembered under string keys (:meth:`remembered`): a kernel by the structural
-    hash of its unscheduled PrimFunc, and whatever key a caller gives (:mod:`.profitability` keys
-    a candidate group by its structure, so that it need not even be fused again). With a
-    ``store`` path they are also appended to that JSON-lines file and read back by the next model
-    of the same host, target and rates, so a second compile in a new process predicts nothing again.
-    """
+    packs_weights = True
 
-    def __init__(self, target: tvm.target.Target, rates: Rates, store: Path | None = None):
-        self.target = target
-        self.spec = spec_for_target(target)
-        self.rates = rates
+    def __init__(self, store: Path | None = None):
         self.store = store
         self.cache: dict[str, float] = _read_store(store) if store is not None else {}
 
     def seconds(self, func: tirx.PrimFunc) -> float:
-        """Predicted seconds of one call of ``func`` as the default schedule makes it."""
-        return self.remembered(f"kernel:{tvm_ffi.structural_hash(func)}", lambda: predict_nests(
-            kernel_features(scheduled(func, self.target), self.spec), self.rates))
+        """Predicted seconds of one call of ``func`` (:meth:`predict`, remembered)."""
+        return self.remembered(f"kernel:{tvm_ffi.structural_hash(func)}", lambda: self.predict(func))
 
     def remembered(self, key: str, predict) -> float:
         """The prediction remembered under ``key``, else ``predict()`` (remembered from now on)."""
@@ -121,6 +120,25 @@ class KernelCostModel:
             if self.store is not None:
                 _append_store(self.store, key, self.cache[key])
         return self.cache[key]
+
+    def predict(self, func: tirx.PrimFunc) -> float:
+        """Predicted seconds of one call of ``func``, not remembered."""
+        raise NotImplementedError
+
+
+class KernelCostModel(RememberedPredictions):
+    """Predicted seconds per kernel for ``target`` under ``rates`` (module docstring), remembered
+    as :class:`RememberedPredictions` says (``store``: this host's, target's and rates' file)."""
+
+    def __init__(self, target: tvm.target.Target, rates: Rates, store: Path | None = None):
+        super().__init__(store)
+        self.target = target
+        self.spec = spec_for_target(target)
+        self.rates = rates
+
+    def predict(self, func: tirx.PrimFunc) -> float:
+        """Predicted seconds of one call of ``func`` as the default schedule makes it."""
+        return predict_nests(kernel_features(scheduled(func, self.target), self.spec), self.rates)
 
 
 def store_name(target: tvm.target.Target, rates: Rates, host: str) -> str:

@@ -16,8 +16,9 @@ backend's rule chain with :class:`~.gpu_model.GPUKernelModel` (which rule takes 
 what that rule's schedule is worth on the GPU). On both, merges around the groups the target's
 attention rule takes whole (:mod:`.attention_groups`) are judged as :meth:`ProfitabilityCheck.verdict`
 says; :meth:`ProfitabilityCheck.takes_whole` also names the contraction chains the CPU schedule
-takes as one loop nest (:mod:`.chain_groups`). The DSA has its own judge, its simulator, and gets
-no check (:func:`profitability_for`).
+takes as one loop nest (:mod:`.chain_groups`). On a DSA target the kernels are those of the staging
+schedule, simulated (:class:`~.dsa_model.DSAKernelModel`); GraphTurbo's kernel generator has its
+own judge there, the same simulator (``partitioners/graphturbo/partitioner.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ..hardware.device_costs import cache_dir, host_key
 from .attention_groups import attention_groups
 from .calibration import load_or_calibrate
 from .chain_groups import is_chain_group
+from .dsa_model import DSAKernelModel
 from .gpu_model import GPUKernelModel
 from .group_kernel import fused_kernel, group_signature
 from .model import KernelCostModel, Rates, store_name
@@ -45,10 +47,11 @@ from .model import KernelCostModel, Rates, store_name
 # within it the prediction cannot tell them apart, and the paper's decision stands.
 SLOWER_MARGIN = 0.05
 
-# One model per prediction store (host, target, rates) and per GPU target in this process:
+# One model per prediction store (host, target, rates) and per GPU or DSA target in this process:
 # predictions survive from one compile to the next.
 _MODELS: dict[Path, KernelCostModel] = {}
 _GPU_MODELS: dict[str, GPUKernelModel] = {}
+_DSA_MODELS: dict[str, DSAKernelModel] = {}
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,7 @@ class ProfitabilityCheck:
             model = _MODELS[store]
         self.model = model
         self.on_gpu = "cuda" in list(target.keys)
+        self.on_dsa = "dsa" in list(target.keys)
         self._hashes: dict = {}  # PrimFunc -> structural hash, for this check's graphs
         self._static_funcs: dict = {}  # PrimFunc -> whether every buffer has a static shape
         self._groups: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> {group: s}
@@ -134,7 +138,7 @@ class ProfitabilityCheck:
             return 0.0
 
         def predict():
-            kernel = fused_kernel(graph, members)
+            kernel = fused_kernel(graph, members, layout_free=self.model.packs_weights)
             return math.inf if kernel is None else self.model.seconds(kernel)
 
         signature = group_signature(graph, members, self._hash)
@@ -162,11 +166,15 @@ class ProfitabilityCheck:
         nests the default schedule vectorises and parallelises like each op's own, reading each
         intermediate from registers or cache instead of memory, with fewer kernel calls - it is
         never the fusion the schedule degrades (no contraction or reduction to lose a tile; on a
-        GPU, ``Fallback`` gives element-wise kernels one thread per element, as each op's own); nor,
-        on a CPU, for one contraction (``OUT_EWISE_FUSABLE``: matmul, conv) with element-wise and
-        broadcast ops downstream of it, none with more output elements than it: what ``FuseOps``
-        forms, an epilogue that reads each output element where the contraction writes it, which
-        the default schedule applies in the micro-kernel's write-back. An injective op (a slice, a
+        GPU, ``Fallback`` gives element-wise kernels one thread per element, as each op's own; on a
+        DSA the staging schedule inlines them into one block); nor, on a CPU, for one contraction
+        (``OUT_EWISE_FUSABLE``: matmul, conv) with element-wise and broadcast ops downstream of
+        it, none with more output elements than it: what ``FuseOps`` forms, an epilogue that
+        reads each output element where the contraction writes it, which the default schedule
+        applies in the micro-kernel's write-back. On a DSA such a group is judged too: the
+        staging schedule takes kernels of one output block only (``target_dsa/schedule.py``), so
+        an epilogue group whose contraction's result is also read outside it runs unstaged, and
+        a prediction is one simulated kernel. An injective op (a slice, a
         transpose) moves elements across tiles and is judged as any group, and so is every group
         on a GPU, where dlight's GEMM rules take only some epilogues. Most of a greedy search's
         candidate groups are of this kind, and predicting one means scheduling its kernel. A
@@ -185,7 +193,7 @@ class ProfitabilityCheck:
             return Verdict(None, None, "symbolic shapes")
         if all(graph.nodes[m].pattern <= OpPattern.INJECTIVE for m in union):
             return Verdict(None, None, "element-wise and injective ops only")
-        if not self.on_gpu and _anchor_with_epilogue(graph, union):
+        if not self.on_gpu and not self.on_dsa and _anchor_with_epilogue(graph, union):
             return Verdict(None, None, "a contraction with its element-wise epilogue")
         if not self.on_gpu and is_chain_group(graph, union, self.target):
             # The epilogue costs the same in the chain's tile as in its contraction's own kernel,
@@ -308,8 +316,8 @@ def _elements(node) -> int:
 def profitability_for(target: tvm.target.Target | None, enabled: bool = True,
                       rates: Rates | None = None) -> ProfitabilityCheck | None:
     """The check for ``target``: on a CPU with the host's ``rates``, on a ``cuda`` target with
-    :class:`~.gpu_model.GPUKernelModel`; ``None`` when ``enabled`` is off or for other targets
-    (a DSA, whose simulator judges)."""
+    :class:`~.gpu_model.GPUKernelModel`, on a DSA with :class:`~.dsa_model.DSAKernelModel`;
+    ``None`` when ``enabled`` is off or for other targets."""
     target = target or tvm.target.Target.current(allow_none=True) or tvm.target.Target("llvm")
     if not enabled:
         return None
@@ -318,6 +326,11 @@ def profitability_for(target: tvm.target.Target | None, enabled: bool = True,
         if key not in _GPU_MODELS:
             _GPU_MODELS[key] = GPUKernelModel(target)
         return ProfitabilityCheck(target, model=_GPU_MODELS[key])
-    if target.kind.name != "llvm" or "dsa" in list(target.keys):
+    if "dsa" in list(target.keys):
+        key = str(target)
+        if key not in _DSA_MODELS:
+            _DSA_MODELS[key] = DSAKernelModel(target)
+        return ProfitabilityCheck(target, model=_DSA_MODELS[key])
+    if target.kind.name != "llvm":
         return None
     return ProfitabilityCheck(target, rates)

@@ -22,13 +22,14 @@ from ..target_dsa.target import spec_of_target
 
 
 def static_profile(mod: tvm.IRModule, fusion: str, target, policy: str = "untuned",
-                   func_name: str = "main") -> dict:
+                   func_name: str = "main", cost_check: bool = True) -> dict:
     """``profile_details`` of ``mod`` compiled through strategy ``fusion``, without running it:
-    the kernel calls are ``func_name``'s ``call_tir`` bindings (static shapes, no control flow)."""
+    the kernel calls are ``func_name``'s ``call_tir`` bindings (static shapes, no control flow).
+    ``cost_check`` as for :func:`~tvm_fusion_ext.pipelines.fusion_pipeline`."""
     target = tvm.target.Target(target) if isinstance(target, (str, dict)) else target
     with target:
         scheduled = tvm.transform.Sequential(
-            [fusion_pipeline(fusion, target), *schedule_passes(target, policy)])(mod)
+            [fusion_pipeline(fusion, target, cost_check), *schedule_passes(target, policy)])(mod)
     models = {gv.name_hint: json.loads(str(f.attrs[MODEL_ATTR]))
               for gv, f in scheduled.functions_items()
               if f.attrs is not None and MODEL_ATTR in f.attrs}
