@@ -8,7 +8,8 @@ in the output's tile), and the simulator (``target_dsa/simulator.py``) counts th
 kernel. Nothing is estimated here: the prediction is the simulated kernel, so a group whose tile
 recomputes its producers (a concatenation feeding a conv, a conv feeding a pooling or a mean)
 costs what it will cost. A kernel the schedule declines runs unstaged, straight from DDR, and is
-predicted so. The kernel is made without weights marked layout-free: the DSA backend packs none.
+predicted so. The check makes the kernel without weights marked layout-free (``profitability.py``):
+the DSA backend packs none.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from .model import RememberedPredictions
 class DSAKernelModel(RememberedPredictions):
     """Predicted seconds per kernel on a DSA target (module docstring), remembered in memory
     (:class:`~.model.RememberedPredictions`)."""
-
-    packs_weights = False
 
     def __init__(self, target: tvm.target.Target):
         super().__init__()

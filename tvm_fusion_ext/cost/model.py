@@ -98,12 +98,7 @@ class RememberedPredictions:
     whatever key a caller gives (:mod:`.profitability` keys a candidate group by its structure,
     so that it need not even be fused again). With a ``store`` path they are also appended to
     that JSON-lines file and read back by the next model of the same store, so a second compile
-    in a new process predicts nothing again. A model predicts in :meth:`predict`;
-    ``packs_weights`` says whether its backend packs constant weights at compile time (the
-    kernel it predicts is then made with them marked layout-free,
-    :func:`~.group_kernel.fused_kernel`)."""
-
-    packs_weights = True
+    in a new process predicts nothing again. A model predicts in :meth:`predict`."""
 
     def __init__(self, store: Path | None = None):
         self.store = store

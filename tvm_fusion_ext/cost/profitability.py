@@ -138,7 +138,7 @@ class ProfitabilityCheck:
             return 0.0
 
         def predict():
-            kernel = fused_kernel(graph, members, layout_free=self.model.packs_weights)
+            kernel = fused_kernel(graph, members, layout_free=not self.on_dsa)  # the DSA packs no weights
             return math.inf if kernel is None else self.model.seconds(kernel)
 
         signature = group_signature(graph, members, self._hash)
