@@ -1,9 +1,19 @@
 #!/usr/bin/env python
 """Write an ONNX model that is not in the zoo, to check a speed-up on an architecture nobody tuned
-for: a CLIP-text-like encoder layer (77 tokens, 8 heads of 32, GELU MLP) beside a ResNeXt-style
-grouped-conv block (BatchNorm with non-trivial statistics, residual add), random weights.
+for (random weights, BatchNorm with non-trivial statistics):
+
+* ``encoder_grouped`` (default): a CLIP-text-like encoder layer (77 tokens, 8 heads of 32, GELU
+  MLP) beside a ResNeXt-style grouped-conv block with a residual add;
+* ``convnext``: a ConvNeXt block (7x7 depthwise conv, channels-last LayerNorm, GELU MLP, layer
+  scale, residual) and its down-sampling conv;
+* ``unet``: a U-Net step (two conv-BN-ReLU encoders, max pooling, nearest upsampling, the skip
+  concatenated, a sigmoid head);
+* ``gpt``: a GPT block (pre-LayerNorm, causal masked attention, 4 heads, SiLU MLP);
+* ``se_mobile``: a MobileNetV3 block (hard-swish expansion, 5x5 depthwise conv of stride 2,
+  squeeze-and-excitation with hard-sigmoid, projection).
 
     .venv/bin/python scripts/export_outside_zoo.py -o /tmp/ext.onnx
+    .venv/bin/python scripts/export_outside_zoo.py --model unet -o /tmp/unet.onnx
     .venv/bin/tvm-fusion compare --model /tmp/ext.onnx --fusion none,stock,apollo,dominator-both,onnxruntime
 """
 
@@ -12,6 +22,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -27,18 +38,95 @@ class EncoderAndGroupedBlock(nn.Module):
         return self.layer(tokens).mean(dim=1), torch.relu(image + self.block(image))
 
 
+class ConvNeXtBlock(nn.Module):
+    def __init__(self, channels: int = 64):
+        super().__init__()
+        self.depthwise = nn.Conv2d(channels, channels, 7, padding=3, groups=channels)
+        self.norm = nn.LayerNorm(channels)
+        self.up = nn.Linear(channels, 4 * channels)
+        self.down = nn.Linear(4 * channels, channels)
+        self.scale = nn.Parameter(torch.rand(channels))
+        self.downsample = nn.Conv2d(channels, 2 * channels, 2, stride=2)
+
+    def forward(self, x):
+        y = self.depthwise(x).permute(0, 2, 3, 1)
+        y = self.down(F.gelu(self.up(self.norm(y)))) * self.scale
+        return self.downsample(x + y.permute(0, 3, 1, 2))
+
+
+class UNetStep(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encode1 = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.encode2 = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU())
+        self.decode = nn.Sequential(nn.Conv2d(48, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 2, 1))
+
+    def forward(self, x):
+        skip = self.encode1(x)
+        coarse = self.encode2(F.max_pool2d(skip, 2))
+        up = F.interpolate(coarse, scale_factor=2, mode="nearest")
+        return torch.sigmoid(self.decode(torch.cat([skip, up], 1)))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, dim: int = 128, heads: int = 4, tokens: int = 32):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.project = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+        self.register_buffer("mask", torch.triu(torch.full((tokens, tokens), -1e4), 1))
+
+    def forward(self, x):
+        batch, tokens, dim = x.shape
+        q, k, v = (t.reshape(batch, tokens, self.heads, dim // self.heads).transpose(1, 2)
+                   for t in self.qkv(self.norm1(x)).split(dim, dim=2))
+        scores = q @ k.transpose(-1, -2) / (dim // self.heads) ** 0.5 + self.mask
+        attended = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(batch, tokens, dim)
+        x = x + self.project(attended)
+        return x + self.down(F.silu(self.up(self.norm2(x))))
+
+
+class SEMobileBlock(nn.Module):
+    def __init__(self, channels: int = 32):
+        super().__init__()
+        wide = 4 * channels
+        self.expand = nn.Sequential(nn.Conv2d(channels, wide, 1), nn.BatchNorm2d(wide), nn.Hardswish())
+        self.depthwise = nn.Sequential(nn.Conv2d(wide, wide, 5, padding=2, groups=wide, stride=2),
+                                       nn.BatchNorm2d(wide), nn.Hardswish())
+        self.squeeze = nn.Sequential(nn.Conv2d(wide, channels // 2, 1), nn.ReLU(),
+                                     nn.Conv2d(channels // 2, wide, 1), nn.Hardsigmoid())
+        self.project = nn.Sequential(nn.Conv2d(wide, 48, 1), nn.BatchNorm2d(48))
+
+    def forward(self, x):
+        y = self.depthwise(self.expand(x))
+        return self.project(y * self.squeeze(y.mean((2, 3), keepdim=True)))
+
+
+# name -> (module, example inputs, input names)
+MODELS = {
+    "encoder_grouped": (EncoderAndGroupedBlock, lambda: (torch.randn(1, 77, 256), torch.randn(1, 64, 50, 50)),
+                        ["tokens", "image"]),
+    "convnext": (ConvNeXtBlock, lambda: (torch.randn(2, 64, 28, 28),), ["image"]),
+    "unet": (UNetStep, lambda: (torch.randn(1, 3, 64, 64),), ["image"]),
+    "gpt": (GPTBlock, lambda: (torch.randn(2, 32, 128),), ["tokens"]),
+    "se_mobile": (SEMobileBlock, lambda: (torch.randn(2, 32, 40, 40),), ["image"]),
+}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", required=True, help="ONNX file to write")
+    parser.add_argument("--model", default="encoder_grouped", choices=sorted(MODELS))
     args = parser.parse_args()
     torch.manual_seed(0)
-    model = EncoderAndGroupedBlock().eval()
+    build, example, names = MODELS[args.model]
+    model = build().eval()
     for module in model.modules():
         if isinstance(module, nn.BatchNorm2d):
             module.running_mean.uniform_(-0.5, 0.5)
             module.running_var.uniform_(0.5, 2.0)
-    inputs = (torch.randn(1, 77, 256), torch.randn(1, 64, 50, 50))
-    torch.onnx.export(model, inputs, args.output, input_names=["tokens", "image"], opset_version=17, dynamo=False)
+    torch.onnx.export(model, example(), args.output, input_names=names, opset_version=17, dynamo=False)
     print(f"wrote {args.output}")
     return 0
 
