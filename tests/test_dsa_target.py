@@ -148,3 +148,29 @@ def test_a_kernel_that_fits_nowhere_gets_the_fastest_spilled_tiles_not_the_most(
     _, most_model, _ = evaluate(func, spec, Decisions(most, None, True, True, spec.num_cores))
     assert chosen.tile != most
     assert kernel_cycles(model, spec) < kernel_cycles(most_model, spec)
+
+
+def test_a_channel_shuffle_builds_and_computes_the_same_numbers():
+    """ShuffleNetV2's channel shuffle (two branches concatenated, split into groups, the groups
+    transposed): staged per tile, the concatenation's inputs were read through ``floormod`` of
+    the split channel, and TVM's buffer compaction gave their LB copies an offset in a loop
+    variable of another scope, so the kernel failed to build (``MakePackedAPI``: ``ax1`` used
+    before its definition) under every strategy but GraphTurbo. A tile whose staged kernel does
+    not survive compaction is skipped (``schedule.stage_kernel`` declines it)."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    from tvm_fusion_ext.testing import differential
+
+    @I.ir_module
+    class ChannelShuffle:
+        @R.function
+        def main(a: R.Tensor((1, 58, 4, 4), "float32"), b: R.Tensor((1, 58, 4, 4), "float32")):
+            with R.dataflow():
+                groups = R.reshape(R.concat((a, b), axis=1), (1, 2, 58, 4, 4))
+                out = R.reshape(R.permute_dims(groups, (0, 2, 1, 3, 4)), (1, 116, 4, 4))
+                R.output(out)
+            return out
+
+    result = differential.check_module(ChannelShuffle, ["stock", "apollo"], targets=("dsa/stcp920",))
+    assert result.checked == 2 and not result.failures, result.failures

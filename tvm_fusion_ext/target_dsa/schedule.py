@@ -35,7 +35,15 @@ from tvm import s_tir, tirx
 from ..ir_utils import SCHEDULED_ATTR, is_scheduled, with_functions
 from ..partitioners.graphturbo.kernel_plan import PLANS_ATTR, SubgraphPlan
 from ..registration import register_pass
-from ..tir_passes.analysis import block_names, compact_buffers, divisors, is_reduction, sblocks, try_primitive
+from ..tir_passes.analysis import (
+    block_names,
+    compact_buffers,
+    compacts_well_formed,
+    divisors,
+    is_reduction,
+    sblocks,
+    try_primitive,
+)
 from ..tir_passes.unchecked import unchecked_primitives
 from .instance_schedule import bar_candidates, bar_plans, schedule_subgraph, schedule_subgraph_from
 from .instance_staging import Unsupported
@@ -90,6 +98,8 @@ def stage_kernel(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions,
     sch.annotate(tile_loop, CORES, decisions.cores)
     sch.annotate(tile_loop, DOUBLE_BUFFER, int(decisions.double_buffer))
     try_primitive(sch.parallel, tile_loop)
+    if not compacts_well_formed(sch.mod["main"]):
+        raise Decline(f"tile {decisions.tile}: the staged kernel does not survive buffer compaction")
     return sch
 
 
@@ -257,7 +267,11 @@ def _search(func, spec: DSASpec, tiles, chunks, require_fit: bool) -> Decisions 
     for tile in tiles[:MAX_TILE_CANDIDATES]:
         for chunk in chunks:
             decisions = Decisions(tile, chunk, True, True, cores)
-            model = kernel_model(stage_kernel(func, spec, decisions).mod["main"])
+            try:
+                model = kernel_model(stage_kernel(func, spec, decisions).mod["main"])
+            except Decline as err:  # the next tile shape may stage
+                _LOG.debug("DSA schedule: %s", err)
+                break
             ops = total_ops(model)
             base_ops = ops if base_ops is None else base_ops
             if ops > base_ops:
@@ -460,12 +474,17 @@ def anchors(func: tirx.PrimFunc) -> int:
 
 def subgraph_kernel(func: tirx.PrimFunc, spec: DSASpec, plan_json: str) -> tirx.PrimFunc | None:
     """GraphTurbo's kernel for a planned sub-graph (memoised per kernel, plan and spec by
-    :func:`.instance_schedule.schedule_subgraph`), or None when the kernel generator declines it."""
+    :func:`.instance_schedule.schedule_subgraph`), or None when the kernel generator declines it
+    or its kernel would not build (:func:`~tvm_fusion_ext.tir_passes.analysis.compacts_well_formed`)."""
     try:
-        return schedule_subgraph(func, spec, SubgraphPlan.from_json(plan_json)).func
+        staged = schedule_subgraph(func, spec, SubgraphPlan.from_json(plan_json)).func
     except (Unsupported, s_tir.ScheduleError, ValueError) as err:
         _LOG.info("GraphTurbo kernel generation declined: %s", err)
         return None
+    if not compacts_well_formed(staged):
+        _LOG.info("GraphTurbo kernel declined: it does not survive buffer compaction")
+        return None
+    return staged
 
 
 # ---- helpers ------------------------------------------------------------------------------

@@ -460,6 +460,19 @@ def compact_buffers(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return passes(tvm.IRModule({"main": func}))["main"]
 
 
+def compacts_well_formed(func: tirx.PrimFunc) -> bool:
+    """Whether ``func`` stays well formed through buffer compaction (:func:`compact_buffers`).
+    ``CompactBufferAllocation`` can give a buffer an offset in a loop variable of another scope
+    where a block reads it through ``floordiv`` / ``floormod`` of a split index (a channel
+    shuffle's concatenation staged per tile); such a kernel fails to build (``MakePackedAPI``:
+    a variable used before its definition), which ``undefined_vars`` reports by raising."""
+    try:
+        tvm.tirx.analysis.undefined_vars(compact_buffers(func).body, [])
+    except tvm.error.InternalError:
+        return False
+    return True
+
+
 def lowered_allocations(func: tirx.PrimFunc) -> dict[str, tuple[list[int], str]]:
     """``{buffer name: (shape, scope)}`` of the intermediates lowering will allocate for ``func``.
 
