@@ -98,8 +98,6 @@ def stage_kernel(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions,
     sch.annotate(tile_loop, CORES, decisions.cores)
     sch.annotate(tile_loop, DOUBLE_BUFFER, int(decisions.double_buffer))
     try_primitive(sch.parallel, tile_loop)
-    if not compacts_well_formed(sch.mod["main"]):
-        raise Decline(f"tile {decisions.tile}: the staged kernel does not survive buffer compaction")
     return sch
 
 
@@ -140,7 +138,9 @@ def contraction(func: tirx.PrimFunc) -> tuple[int, int] | None:
 
 
 def evaluate(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions):
-    """``(schedule, kernel model)`` of ``decisions``, with LB overflow spilled to GB."""
+    """``(schedule, kernel model, decisions)`` of ``decisions``, with LB overflow spilled to GB;
+    :class:`Decline` when the staged kernel would not build
+    (:func:`~tvm_fusion_ext.tir_passes.analysis.compacts_well_formed`)."""
     sch = stage_kernel(func, spec, decisions)
     model = kernel_model(sch.mod["main"])
     spill = list(decisions.spill)
@@ -152,6 +152,8 @@ def evaluate(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions):
         decisions = replace(decisions, spill=tuple(spill))
         sch = stage_kernel(func, spec, decisions)
         model = kernel_model(sch.mod["main"])
+    if not compacts_well_formed(sch.mod["main"]):
+        raise Decline(f"tile {decisions.tile}: the staged kernel does not survive buffer compaction")
     return sch, model, decisions
 
 
@@ -267,17 +269,17 @@ def _search(func, spec: DSASpec, tiles, chunks, require_fit: bool) -> Decisions 
     for tile in tiles[:MAX_TILE_CANDIDATES]:
         for chunk in chunks:
             decisions = Decisions(tile, chunk, True, True, cores)
-            try:
-                model = kernel_model(stage_kernel(func, spec, decisions).mod["main"])
-            except Decline as err:  # the next tile shape may stage
-                _LOG.debug("DSA schedule: %s", err)
-                break
+            staged = stage_kernel(func, spec, decisions).mod["main"]
+            model = kernel_model(staged)
             ops = total_ops(model)
             base_ops = ops if base_ops is None else base_ops
             if ops > base_ops:
                 break
             tiles = max(p["instances"] for p in model["phases"]) if model["phases"] else 1
             if fits(model, spec):
+                if not compacts_well_formed(staged):  # it would not build: the next tile shape
+                    _LOG.debug("DSA schedule: tile %s does not survive buffer compaction", tile)
+                    break
                 if tiles >= cores:
                     return decisions
                 fitting.append((tiles, decisions))
