@@ -155,8 +155,9 @@ def test_a_channel_shuffle_builds_and_computes_the_same_numbers():
     transposed): staged per tile, the concatenation's inputs were read through ``floormod`` of
     the split channel, and TVM's buffer compaction gave their LB copies an offset in a loop
     variable of another scope, so the kernel failed to build (``MakePackedAPI``: ``ax1`` used
-    before its definition) under every strategy but GraphTurbo. A tile whose staged kernel does
-    not survive compaction is skipped (``schedule.stage_kernel`` declines it)."""
+    before its definition) under ``stock``, the dominator strategies and APOLLO. The tile search
+    skips a tile whose staged kernel does not survive compaction
+    (``tir_passes.analysis.compacts_well_formed``)."""
     from tvm.script import ir as I
     from tvm.script import relax as R
 

@@ -50,8 +50,7 @@ SLOWER_MARGIN = 0.05
 # One model per prediction store (host, target, rates) and per GPU or DSA target in this process:
 # predictions survive from one compile to the next.
 _MODELS: dict[Path, KernelCostModel] = {}
-_GPU_MODELS: dict[str, GPUKernelModel] = {}
-_DSA_MODELS: dict[str, DSAKernelModel] = {}
+_DEVICE_MODELS: dict[str, GPUKernelModel | DSAKernelModel] = {}
 
 
 @dataclass(frozen=True)
@@ -321,16 +320,13 @@ def profitability_for(target: tvm.target.Target | None, enabled: bool = True,
     target = target or tvm.target.Target.current(allow_none=True) or tvm.target.Target("llvm")
     if not enabled:
         return None
-    if "cuda" in list(target.keys):
+    keys = list(target.keys)
+    device_model = GPUKernelModel if "cuda" in keys else DSAKernelModel if "dsa" in keys else None
+    if device_model is not None:
         key = str(target)
-        if key not in _GPU_MODELS:
-            _GPU_MODELS[key] = GPUKernelModel(target)
-        return ProfitabilityCheck(target, model=_GPU_MODELS[key])
-    if "dsa" in list(target.keys):
-        key = str(target)
-        if key not in _DSA_MODELS:
-            _DSA_MODELS[key] = DSAKernelModel(target)
-        return ProfitabilityCheck(target, model=_DSA_MODELS[key])
+        if key not in _DEVICE_MODELS:
+            _DEVICE_MODELS[key] = device_model(target)
+        return ProfitabilityCheck(target, model=_DEVICE_MODELS[key])
     if target.kind.name != "llvm":
         return None
     return ProfitabilityCheck(target, rates)
