@@ -139,6 +139,30 @@ def test_backward_joins_an_element_wise_op_to_the_producers_it_alone_reads():
     assert _groups(graph, "backward") == _groups(graph, "forward") == []
 
 
+def test_backward_joins_an_upsampling_to_the_concatenation_that_alone_reads_it():
+    # A U-Net's skip connection: enc (conv + relu) feeds the pooled bottleneck and the
+    # concatenation, whose other input is the bottleneck's upsampling. The concatenation's
+    # pre-dominator is enc's relu, past a conv; the upsampling's is the bottleneck's relu, in a
+    # conv group once the epilogues are joined, which an injective op may not join. Forward fuses the upsampling into the
+    # concatenation (its injective post-dominator); backward finds that from the consumer's side.
+    graph = DataflowGraph.from_edges(
+        {"enc": "conv", "relu": "element-wise", "pool": "reduction", "mid": "conv",
+         "relu2": "element-wise", "up": "data-movement", "cat": "data-movement", "dec": "conv"},
+        [("enc", "relu"), ("relu", "pool"), ("pool", "mid"), ("mid", "relu2"), ("relu2", "up"),
+         ("relu", "cat"), ("up", "cat"), ("cat", "dec")], outputs=["dec"])
+    assert _groups(graph, "forward") == [["enc", "relu"], ["mid", "relu2"], ["up", "cat"]]
+    assert _groups(graph, "backward") == _groups(graph, "forward")
+    # The mirrored rules alone: relu2 is no conv's epilogue, and the upsampling joins it.
+    assert _groups(graph, "backward", epilogues=False) == [["relu2", "up"]]
+    # A second reader of the upsampling keeps it apart, in both directions (the element-wise
+    # skip input, read by the concatenation alone, still joins it).
+    graph = DataflowGraph.from_edges(
+        {"mid": "conv", "up": "data-movement", "skip": "element-wise", "cat": "data-movement",
+         "other": "opaque"},
+        [("mid", "up"), ("up", "cat"), ("skip", "cat"), ("up", "other")], outputs=["cat", "other"])
+    assert _groups(graph, "backward") == _groups(graph, "forward") == [["skip", "cat"]]
+
+
 def test_forward_follows_fuse_ops_rules():
     # conv -> bias (broadcast) -> relu -> sum -> scale ; transpose -> relu
     graph = DataflowGraph.from_edges(

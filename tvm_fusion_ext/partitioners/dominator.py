@@ -46,7 +46,10 @@ reads, each a conv / matmul group or element-wise / broadcast only (the op post-
 group directly, as forward would fuse it). This reaches a residual add, whose pre-dominator lies
 beyond the conv because it reads the block's input too, and an LSTM cell's ``f * c``, whose inputs
 come from two steps (no pre-dominator in the block): without it, an unrolled LSTM keeps one kernel
-per gate activation and per product. These epilogue joins run before the three phases, in topological order, so that an
+per gate activation and per product. Forward's phase 1 is found from the consumer's side the same
+way: an injective op, or an element-wise one outside a conv / matmul group, joins the groups of at
+most injective ops whose results it alone reads (a U-Net's upsampling joins the concatenation with
+the skip connection, whose pre-dominator lies above the encoder's convs). These epilogue joins run before the three phases, in topological order, so that an
 element-wise op between two convs becomes the first one's epilogue and not, by the mirrored
 prologue rule, the second one's prologue, recomputed at every window position (SiLU's multiply
 before EfficientNet's next conv). ``epilogues=False`` keeps the mirrored rules alone.
@@ -288,9 +291,13 @@ class _Partition:
     def _join_epilogue(self, o: _Orientation, nid: int) -> None:
         """Backward's epilogue rule (module docstring) for an element-wise / broadcast op: it joins
         the conv / matmul group of its pre-dominator through element-wise and broadcast ops, else
-        the groups producing its inputs whose results it alone reads."""
+        the groups producing its inputs whose results it alone reads; an injective op outside a
+        conv / matmul group joins only the latter, when they hold no conv / matmul."""
         group = self.groups[nid].find_root()
-        if self.groups[nid].pattern > OpPattern.BROADCAST or group.pattern > OpPattern.BROADCAST:
+        if self.groups[nid].pattern > OpPattern.INJECTIVE or group.pattern > OpPattern.INJECTIVE:
+            return
+        if self.groups[nid].pattern == OpPattern.INJECTIVE or group.pattern == OpPattern.INJECTIVE:
+            self._join_sole_read_producers(nid)
             return
         parent = o.dom[nid]
         if (parent is not None and self.groups[parent].find_root().pattern == OpPattern.OUT_EWISE_FUSABLE
@@ -302,16 +309,18 @@ class _Partition:
 
     def _join_sole_read_producers(self, nid: int) -> None:
         """Each group that produces an input of ``nid`` and whose every other result stays inside
-        it takes ``nid``'s group in, when it is a conv / matmul group or element-wise / broadcast
-        only: ``nid`` post-dominates that group directly, as forward fusion would fuse them. This
-        reaches a residual add, whose pre-dominator lies beyond the conv because it reads the
-        block's input too, and an LSTM cell's ``f * c``, whose inputs come from two steps."""
+        it takes ``nid``'s group in, where forward fusion would fuse them (``nid`` post-dominates
+        that group directly, :meth:`_fuses_as_forward`). This reaches a residual add, whose
+        pre-dominator lies beyond the conv because it reads the block's input too, an LSTM
+        cell's ``f * c``, whose inputs come from two steps, and a U-Net's upsampling, read only
+        by the concatenation that joins it to the skip connection."""
         nodes = self.graph.nodes
-        for producer in dict.fromkeys(nodes[nid].inputs):
+        producers = dict.fromkeys(nodes[nid].inputs)  # conv / matmul groups first, as in phase 0
+        for producer in sorted(producers, key=lambda p: self.groups[p].find_root().pattern
+                               != OpPattern.OUT_EWISE_FUSABLE):
             group = self.groups[nid].find_root()
             source = self.groups[producer].find_root()
-            if source is group or (source.pattern > OpPattern.BROADCAST
-                                   and source.pattern != OpPattern.OUT_EWISE_FUSABLE):
+            if source is group or not self._fuses_as_forward(source, group):
                 continue
             members = set(source.members)
             if any(nodes[m].is_block_output or not set(nodes[m].outputs) <= members | {nid}
@@ -321,6 +330,18 @@ class _Partition:
             if sum(r.num_nodes for r in roots) <= self.max_depth and self._safe_union(roots):
                 for root in roots:
                     self._merge_from_to(root, source)
+
+    @staticmethod
+    def _fuses_as_forward(source: _Group, group: _Group) -> bool:
+        """Would forward fusion fuse ``source`` into ``group``, its direct post-dominator? A conv /
+        matmul group takes any group but an injective one (phase 0's element-wise epilogue; two
+        complex ops are refused by :meth:`_safe_union`), element-wise / broadcast groups join
+        any group, injective ones a group of at most injective ops (phase 1)."""
+        if source.pattern == OpPattern.OUT_EWISE_FUSABLE:
+            return group.pattern != OpPattern.INJECTIVE
+        if source.pattern == OpPattern.INJECTIVE:
+            return group.pattern <= OpPattern.INJECTIVE
+        return source.pattern <= OpPattern.BROADCAST
 
     def _try_fuse(self, o: _Orientation, src: int, sink: int, fcond: PathCondition) -> None:
         if not self._check_path(o, src, sink, fcond):
