@@ -10,7 +10,11 @@ for (random weights, BatchNorm with non-trivial statistics):
   concatenated, a sigmoid head);
 * ``gpt``: a GPT block (pre-LayerNorm, causal masked attention, 4 heads, SiLU MLP);
 * ``se_mobile``: a MobileNetV3 block (hard-swish expansion, 5x5 depthwise conv of stride 2,
-  squeeze-and-excitation with hard-sigmoid, projection).
+  squeeze-and-excitation with hard-sigmoid, projection);
+* ``mixer``: an MLP-Mixer layer (patch embedding conv, token-mixing MLP across the 64 patches
+  through transposes, channel-mixing MLP, both GELU, pre-LayerNorm, residuals);
+* ``xception``: an Xception entry-flow block (two depthwise-separable convs with BatchNorm and
+  ReLU, 3x3 max pooling of stride 2, the strided 1x1 shortcut conv added).
 
     .venv/bin/python scripts/export_outside_zoo.py -o /tmp/ext.onnx
     .venv/bin/python scripts/export_outside_zoo.py --model unet -o /tmp/unet.onnx
@@ -103,6 +107,39 @@ class SEMobileBlock(nn.Module):
         return self.project(y * self.squeeze(y.mean((2, 3), keepdim=True)))
 
 
+class MixerLayer(nn.Module):
+    def __init__(self, channels: int = 128, patches: int = 64):
+        super().__init__()
+        self.embed = nn.Conv2d(3, channels, 4, stride=4)
+        self.norm1 = nn.LayerNorm(channels)
+        self.tokens = nn.Sequential(nn.Linear(patches, 2 * patches), nn.GELU(), nn.Linear(2 * patches, patches))
+        self.norm2 = nn.LayerNorm(channels)
+        self.channels = nn.Sequential(nn.Linear(channels, 4 * channels), nn.GELU(),
+                                      nn.Linear(4 * channels, channels))
+
+    def forward(self, image):
+        x = self.embed(image).flatten(2).transpose(1, 2)  # (batch, patches, channels)
+        x = x + self.tokens(self.norm1(x).transpose(1, 2)).transpose(1, 2)
+        return x + self.channels(self.norm2(x))
+
+
+class XceptionBlock(nn.Module):
+    def __init__(self, channels: int = 64, out: int = 128):
+        super().__init__()
+
+        def separable(cin, cout):
+            return [nn.Conv2d(cin, cin, 3, padding=1, groups=cin, bias=False),
+                    nn.Conv2d(cin, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+
+        self.body = nn.Sequential(*separable(channels, out), nn.ReLU(), *separable(out, out),
+                                  nn.MaxPool2d(3, stride=2, padding=1))
+        self.shortcut = nn.Sequential(nn.Conv2d(channels, out, 1, stride=2, bias=False), nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        x = torch.relu(x)
+        return self.body(x) + self.shortcut(x)
+
+
 # name -> (module, example inputs, input names)
 MODELS = {
     "encoder_grouped": (EncoderAndGroupedBlock, lambda: (torch.randn(1, 77, 256), torch.randn(1, 64, 50, 50)),
@@ -111,6 +148,8 @@ MODELS = {
     "unet": (UNetStep, lambda: (torch.randn(1, 3, 64, 64),), ["image"]),
     "gpt": (GPTBlock, lambda: (torch.randn(2, 32, 128),), ["tokens"]),
     "se_mobile": (SEMobileBlock, lambda: (torch.randn(2, 32, 40, 40),), ["image"]),
+    "mixer": (MixerLayer, lambda: (torch.randn(2, 3, 32, 32),), ["image"]),
+    "xception": (XceptionBlock, lambda: (torch.randn(2, 64, 56, 56),), ["image"]),
 }
 
 

@@ -468,3 +468,45 @@ def test_a_gate_read_by_every_pixel_is_computed_once_per_channel():
     out = tvm.runtime.empty((1, 48, 24, 24), "float32")
     lib["main"](*[tvm.runtime.tensor(a) for a in args], out)
     np.testing.assert_allclose(out.numpy(), args[3] / (1 + np.exp(-logits))[None, :, None, None], rtol=1e-5, atol=1e-5)
+
+
+def _max_pool(shape=(1, 8, 16, 16)):
+    """A 3x3 max pooling of stride 2 with padding 1 (ResNet's stem), as ``LegalizeOps`` writes it:
+    a padding block and the pooling reduction writing the kernel's output."""
+    x = relax.Var("x", relax.TensorType(shape, "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.max_pool2d(x, (3, 3), (2, 2), (1, 1, 1, 1)))
+        bb.emit_func_output(out)
+    return _fused_kernel(bb.get()).with_attr("global_symbol", "main")
+
+
+def test_a_pooling_is_a_windowed_reduction_and_a_conv_or_a_row_sum_is_not():
+    pool = {info.name: info for info in _infos(_max_pool())}
+    assert pool["pool_max"].is_windowed and not pool["pad_temp"].is_windowed
+    assert not any(info.is_windowed for name in ("conv2d_bias_relu", "sum_divide")
+                   for info in _infos(getattr(fused, name)))
+
+
+def test_a_pooling_runs_a_row_at_a_time_into_a_local_accumulator():
+    """A max pooling writing the kernel's output accumulates each output row in a local buffer,
+    its padded input computed a few rows at a time before it, and a vectorised copy writes the
+    row out: the window's strided reads stay scalar instead of one vector load per lane."""
+    func = _max_pool()
+    scheduled = AnchorLoopFusion(FAKE_SPEC).apply(func, tvm.target.Target("llvm"), False).mod["main"]
+    after = lowered_allocations(scheduled)
+    assert {scope for _, scope in after.values()} == {"local"}
+    assert after["pool_max_local"][0] == [1, 1, 1, 8]  # one output row
+    # the three padded input rows it reads (17 of 18 columns: no stride-2 window reaches the last)
+    assert after["pad_temp_local"][0] == [1, 1, 3, 17]
+    # cache_write's copy block ("pool_max_local") writes the output, "pool_max" the local rows
+    assert _loops_of(scheduled, "pool_max_local")[-1].kind == tvm.tirx.ForKind.VECTORIZED
+    assert all(loop.kind != tvm.tirx.ForKind.VECTORIZED for loop in _loops_of(scheduled, "pool_max"))
+    lib = tvm.compile(tvm.IRModule({"main": scheduled}), target="llvm")
+    x = np.random.default_rng(2).normal(size=(1, 8, 16, 16)).astype("float32")
+    out = tvm.runtime.empty((1, 8, 8, 8), "float32")
+    lib["main"](tvm.runtime.tensor(x), out)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))[:, :, ::2, ::2]
+    np.testing.assert_array_equal(out.numpy(), windows.max(axis=(-2, -1)))

@@ -60,6 +60,20 @@ class BlockInfo:
         return len(operands) >= 2 and all(
             any(uses_any(rg.min, reduce_vars) for rg in read.region) for read in operands)
 
+    @property
+    def is_windowed(self) -> bool:
+        """A reduction over windows (a pooling): every reduce iter indexes each operand only
+        together with a spatial iter (``x[h * stride + kh]``), so an output row reads a few rows
+        of its operand."""
+        if not self.is_reduction:
+            return False
+        reduce_vars = [iv.var for iv in self.block.iter_vars if iv.iter_type == REDUCE]
+        spatial_vars = [iv.var for iv in self.block.iter_vars if iv.iter_type != REDUCE]
+        return bool(self.operand_reads) and all(
+            any(uses_any(rg.min, reduce_vars) for rg in read.region)
+            and all(uses_any(rg.min, spatial_vars) for rg in read.region if uses_any(rg.min, reduce_vars))
+            for read in self.operand_reads)
+
     @functools.cached_property
     def accesses(self) -> tuple[Access, ...]:
         """The :class:`Access` of every operand read (in :attr:`operand_reads` order) and of the

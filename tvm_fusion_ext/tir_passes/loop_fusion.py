@@ -4,7 +4,10 @@
 buffer written by one loop nest and read by the next. Following GraphTurbo section 4.1 ("Loop
 Fusion within Layers", Fig. 11), :class:`AnchorLoopFusion`
 
-1. picks the anchor block: the conv / matmul if there is one, else the last block;
+1. picks the anchor block: the conv / matmul if there is one, else the last block; a pooling
+   that is the last block first accumulates into a local buffer (``cache_write``), so that the
+   copy writing the output is the anchor and the pooling runs a row at a time under it with its
+   padded input, as under an element-wise epilogue (:attr:`.analysis.BlockInfo.is_windowed`);
 2. inlines injective producers (single-consumer or pure data movement) and the element-wise /
    broadcast chain after the anchor (``compute_inline``), so few blocks remain; a contraction
    that will be padded to whole vectors keeps a producer it reads through anything but plain
@@ -104,6 +107,18 @@ class AnchorLoopFusion(SpecScheduleRule):
                                 "moving it would trust the declaration")
         infos = [info for _, info in analyzed]
         anchor = infos[pick_anchor(infos)]
+        if anchor is infos[-1] and anchor.is_windowed:
+            # A pooling that writes the kernel's output accumulates in a local buffer, written
+            # back by a copy that becomes the anchor: the pooling then runs a row at a time under
+            # it with its padded input, as under an element-wise epilogue, and the vectorised
+            # write-back replaces vector loads along the strided window.
+            sch.cache_write(sch.get_sblock(anchor.name), 0, "local")
+            analyzed = analyze_blocks(sch)
+            if not analyzed:
+                return self.decline("after caching the pooling's output, a block is left that the "
+                                    "rule cannot analyse")
+            infos = [info for _, info in analyzed]
+            anchor = infos[-1]
         anchor_name = anchor.name
         weights = layout_free_buffers(sch.mod["main"])
         lanes = spec.vector_lanes(str(anchor.block.writes[0].source.dtype))
