@@ -313,3 +313,27 @@ def test_tune_takes_input_shapes_for_a_dynamic_model(tmp_path, capsys, monkeypat
     _ok(*argv, "--input-shapes", "x:[3,8]")
     assert tuned == [[3, 8]]
     assert "--input-shapes 'x:[3,8]'" in capsys.readouterr().out   # the compile command it prints
+
+
+@pytest.mark.parametrize("command", ["compare", "compile", "tune", "explain"])
+def test_every_model_command_takes_the_model_positional_or_as_model(command):
+    """``compare --model M`` and ``compile M`` are the documented forms; each command takes both."""
+    from tvm_fusion_ext.cli import build_parser
+    from tvm_fusion_ext.cli.options import resolve_model
+
+    required = {"compile": ["--target", "llvm", "--fusion", "stock", "-o", "x.so"],
+                "tune": ["--target", "llvm", "--fusion", "stock", "--trials", "8", "--work-dir", "w"],
+                "explain": ["--fusion", "stock", "--out", "x.svg"]}.get(command, [])
+    for form in (["softmax_chain"], ["--model", "softmax_chain"]):
+        args = build_parser().parse_args([command, *form, *required])
+        resolve_model(args)
+        assert args.model == "softmax_chain"
+
+
+def test_a_missing_or_doubled_model_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as missing:
+        main(["compile", "--target", "llvm", "--fusion", "stock", "-o", "x.so"])
+    assert missing.value.code == 2 and "a model is required" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as doubled:
+        main(["compile", "a", "--model", "b", "--target", "llvm", "--fusion", "stock", "-o", "x.so"])
+    assert doubled.value.code == 2 and "two models given" in capsys.readouterr().err

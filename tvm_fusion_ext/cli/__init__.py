@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from . import calibrate, compare, compile, demo, explain, export, run, tune
+from .options import resolve_model
 
 SUBCOMMANDS = (compare, export, compile, run, tune, explain, calibrate, demo)
 
@@ -27,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if hasattr(args, "model_option"):
+        resolve_model(args)
     try:
         return args.func(args)
     except ValueError as err:

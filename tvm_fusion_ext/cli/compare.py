@@ -19,7 +19,7 @@ HELP = "compare fusion strategies on one model (kernels, boundary bytes, compile
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("compare", help=HELP, description=HELP)
-    add_model_arguments(parser, "--model")
+    add_model_arguments(parser)
     parser.add_argument("--fusion", default="none,stock",
                         help="comma-separated strategies ('all' = every registered one), plus the reference "
                              "rows torch, torch-compile and onnxruntime (on the target's device: a CUDA "

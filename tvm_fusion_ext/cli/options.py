@@ -6,22 +6,32 @@ from __future__ import annotations
 import argparse
 
 
-def add_model_arguments(parser: argparse.ArgumentParser, flag: str | None = None) -> None:
-    """Add MODEL (positional, or the option ``flag`` such as ``--model``), ``--model-arg`` and ``--import``.
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add MODEL (positional, or as ``--model MODEL``), ``--model-arg`` and ``--import``.
 
     Every subcommand hands them to :func:`tvm_fusion_ext.driver.evaluation.load_workload` unchanged, so a
-    model means the same thing to ``compare``, ``compile``, ``tune`` and ``explain``.
+    model means the same thing to ``compare``, ``compile``, ``tune`` and ``explain``, and each
+    takes it either way (:func:`resolve_model`, called by :func:`tvm_fusion_ext.cli.main`).
     """
     model_help = "zoo model name, an .onnx file, or a torch.export.save file"
-    if flag:
-        parser.add_argument(flag, dest="model", required=True, metavar="MODEL", help=model_help)
-    else:
-        parser.add_argument("model", metavar="MODEL", help=model_help)
+    parser.add_argument("model", nargs="?", metavar="MODEL", help=model_help)
+    parser.add_argument("--model", dest="model_option", metavar="MODEL", help="the same as MODEL")
+    parser.set_defaults(model_error=parser.error)
     parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="zoo model argument (repeatable), e.g. layers=2 seq=128 batch=8 image=112")
     parser.add_argument("--import", dest="importer", choices=("torch", "onnx"), default=None,
                         help="import path for zoo models (default torch; .onnx files use onnx; give "
                              "the same one to tune and compile so tuning records match)")
+
+
+def resolve_model(args: argparse.Namespace) -> None:
+    """Set ``args.model`` from MODEL or ``--model``; exit with a usage error when neither or two
+    different ones are given."""
+    if args.model and args.model_option and args.model != args.model_option:
+        args.model_error(f"two models given: {args.model} and --model {args.model_option}")
+    args.model = args.model or args.model_option
+    if not args.model:
+        args.model_error("a model is required: MODEL or --model MODEL")
 
 
 def add_input_shapes_argument(parser: argparse.ArgumentParser) -> None:
