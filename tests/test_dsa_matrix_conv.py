@@ -3,10 +3,11 @@ qualify, the numbers a compiled kernel gives on the host, and what an instructio
 
 import pytest
 import tvm
-from dsa_cases.matrix_unit import conv_relu, unit_busy_matching_llvm
+from dsa_cases.matrix_unit import conv_relu, shortcut_conv, unit_busy_matching_llvm
 from tvm import relax, tirx
 
 import tvm_fusion_ext  # noqa: F401
+from tvm_fusion_ext.target_dsa import schedule
 from tvm_fusion_ext.target_dsa.intrinsics import conv_columns, conv_operands
 from tvm_fusion_ext.target_dsa.simulator import simulate
 from tvm_fusion_ext.target_dsa.spec import PRESETS
@@ -62,3 +63,20 @@ def test_a_matrix_instruction_over_fewer_columns_costs_a_whole_one():
     prof = simulate({"k": model}, ["k"], STCP920)
     assert prof["cycles"] == STCP920.launch_cycles + 160
     assert prof["unit_busy"]["mme"] == 160
+
+
+def test_a_convolution_keeps_the_fastest_of_the_tiles_that_fit(monkeypatch):
+    """The largest tile that fits LB with the residual's tile (32 channels, two rows) reads the
+    input once per four channel tiles; among the first tiles that fit, simulated, one over more
+    channels and one row runs in fewer cycles, and is kept. The kernel computes the reference."""
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(
+        relax.transform.LegalizeOps()(shortcut_conv()))))
+    func = next(f for _, f in mod.functions_items() if isinstance(f, tirx.PrimFunc))
+    chosen = schedule._default_decisions(func, STCP920)
+    monkeypatch.setattr(schedule, "MAX_CONV_TRIALS", 1)
+    largest = schedule._default_decisions(func, STCP920)
+    cycles = {d.tile: schedule._simulated_cycles(func, STCP920, d) for d in (chosen, largest)}
+    assert largest.tile == (1, 32, 2, 28) and chosen.tile[1] > 32, (chosen, largest)
+    assert cycles[chosen.tile] < 0.8 * cycles[largest.tile], cycles
+    monkeypatch.undo()
+    assert unit_busy_matching_llvm(shortcut_conv((1, 64, 28, 28)), "stock")["mme"] > 0

@@ -25,6 +25,22 @@ def conv_relu(shape, oc: int, kernel: int, stride: int = 1, dilation: int = 1) -
     return bb.get()
 
 
+def shortcut_conv(shape=(2, 64, 56, 56), oc: int = 128) -> tvm.IRModule:
+    """A residual block's strided 1x1 shortcut conv with its bias and the residual add (an
+    Xception block's), one kernel under FuseOps."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(shape, "float32"))
+    w = relax.Var("w", relax.TensorType((oc, shape[1], 1, 1), "float32"))
+    b = relax.Var("b", relax.TensorType((1, oc, 1, 1), "float32"))
+    r = relax.Var("r", relax.TensorType((shape[0], oc, shape[2] // 2, shape[3] // 2), "float32"))
+    with bb.function("main", [x, w, b, r]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.add(relax.op.add(relax.op.nn.conv2d(x, w, strides=2), b), r))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
 def unit_busy_matching_llvm(mod: tvm.IRModule, fusion: str, seed: int = 0) -> dict:
     """Compile ``mod`` through ``fusion`` for :data:`TARGET`, assert that it computes what ``llvm``
     does on random inputs, and return the simulated busy cycles per unit."""
