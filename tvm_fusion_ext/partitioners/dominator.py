@@ -425,13 +425,24 @@ class _Partition:
         return roots + list(items.values())
 
     def _safe_union(self, roots: list[_Group]) -> bool:
-        """Would the union of the groups ``roots`` hold at most one complex op, stay convex (no
-        cycle) and, with a profitability check, not be predicted slower than the groups it merges?"""
+        """Would the union of the groups ``roots`` hold at most one complex op, stay convex, leave
+        the kernels free of cycles between them and, with a profitability check, not be predicted
+        slower than the groups it merges? Convex groups can still depend on each other both ways
+        (``a -> c`` and ``b -> d`` with groups ``{a, d}`` and ``{b, c}``), which forward fusion
+        never builds and backward fusion, merging from either side, can."""
         union = [m for r in roots for m in r.members]
         complex_ops = sum(1 for m in union if self.graph.nodes[m].pattern in _COMPLEX)
         return (complex_ops <= 1 and not self._splits_a_tuple(set(union))
-                and self.graph.group_is_convex(union)
+                and self.graph.group_is_convex(union) and self._stays_acyclic(roots, union)
                 and (self.accept is None or self.accept(self.graph, [frozenset(r.members) for r in roots])))
+
+    def _stays_acyclic(self, roots: list[_Group], union: list[int]) -> bool:
+        """Are the current groups, with ``roots`` merged into ``union``, free of cycles between
+        kernels (:meth:`DataflowGraph.groups_are_acyclic`)?"""
+        merged = {id(r) for r in roots}
+        others = {id(root): root for root in (g.find_root() for g in self.groups)
+                  if id(root) not in merged and root.num_nodes > 1}
+        return self.graph.groups_are_acyclic([union, *(root.members for root in others.values())])
 
     def _splits_a_tuple(self, union: set[int]) -> bool:
         """Does a tuple-valued member (one read by tuple-get-items) have a consumer outside?"""
