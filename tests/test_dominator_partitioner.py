@@ -143,8 +143,9 @@ def test_backward_joins_an_upsampling_to_the_concatenation_that_alone_reads_it()
     # A U-Net's skip connection: enc (conv + relu) feeds the pooled bottleneck and the
     # concatenation, whose other input is the bottleneck's upsampling. The concatenation's
     # pre-dominator is enc's relu, past a conv; the upsampling's is the bottleneck's relu, in a
-    # conv group once the epilogues are joined, which an injective op may not join. Forward fuses the upsampling into the
-    # concatenation (its injective post-dominator); backward finds that from the consumer's side.
+    # conv group once the epilogues are joined, which an injective op may not join. Forward
+    # fuses the upsampling into the concatenation (its injective post-dominator); backward finds
+    # that from the consumer's side.
     graph = DataflowGraph.from_edges(
         {"enc": "conv", "relu": "element-wise", "pool": "reduction", "mid": "conv",
          "relu2": "element-wise", "up": "data-movement", "cat": "data-movement", "dec": "conv"},

@@ -9,7 +9,7 @@ from tvm import relax, tirx
 import tvm_fusion_ext  # noqa: F401
 from tvm_fusion_ext.target_dsa import schedule
 from tvm_fusion_ext.target_dsa.intrinsics import conv_columns, conv_operands
-from tvm_fusion_ext.target_dsa.simulator import simulate
+from tvm_fusion_ext.target_dsa.simulator import kernel_cycles, simulate
 from tvm_fusion_ext.target_dsa.spec import PRESETS
 from tvm_fusion_ext.tir_passes.analysis import sblocks
 
@@ -75,7 +75,7 @@ def test_a_convolution_keeps_the_fastest_of_the_tiles_that_fit(monkeypatch):
     chosen = schedule._default_decisions(func, STCP920)
     monkeypatch.setattr(schedule, "MAX_CONV_TRIALS", 1)
     largest = schedule._default_decisions(func, STCP920)
-    cycles = {d.tile: schedule._simulated_cycles(func, STCP920, d) for d in (chosen, largest)}
+    cycles = {d.tile: kernel_cycles(schedule.evaluate(func, STCP920, d)[1], STCP920) for d in (chosen, largest)}
     assert largest.tile == (1, 32, 2, 28) and chosen.tile[1] > 32, (chosen, largest)
     assert cycles[chosen.tile] < 0.8 * cycles[largest.tile], cycles
     monkeypatch.undo()

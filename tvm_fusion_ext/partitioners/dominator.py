@@ -49,10 +49,10 @@ come from two steps (no pre-dominator in the block): without it, an unrolled LST
 per gate activation and per product. Forward's phase 1 is found from the consumer's side the same
 way: an injective op, or an element-wise one outside a conv / matmul group, joins the groups of at
 most injective ops whose results it alone reads (a U-Net's upsampling joins the concatenation with
-the skip connection, whose pre-dominator lies above the encoder's convs). These epilogue joins run before the three phases, in topological order, so that an
-element-wise op between two convs becomes the first one's epilogue and not, by the mirrored
-prologue rule, the second one's prologue, recomputed at every window position (SiLU's multiply
-before EfficientNet's next conv). ``epilogues=False`` keeps the mirrored rules alone.
+the skip connection, whose pre-dominator lies above the encoder's convs). These epilogue joins
+run before the three phases, in topological order, so that an element-wise op between two convs
+becomes the first one's epilogue and not, by the mirrored prologue rule, the second one's
+prologue, recomputed at every window position (SiLU's multiply before EfficientNet's next conv). ``epilogues=False`` keeps the mirrored rules alone.
 
 Function parameters and constants are not nodes of the graph view, so they do not count as
 predecessors: an op reading a weight still has the in-block producer of its activation as

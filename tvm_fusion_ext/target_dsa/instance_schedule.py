@@ -88,7 +88,8 @@ def schedule_subgraph(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan) ->
     the doubled DMA buffers still fit LB (:func:`_overlapped`), is one more candidate. Among the
     candidates that fit LB and GB, the fastest is kept unless one within
     :data:`ON_CHIP_TOLERANCE` of its cycles allocates fewer DDR buffers: GraphTurbo keeps
-    tensors on chip when that costs (nearly) nothing. A sub-graph none of whose candidates fits is declined (:class:`Unsupported`).
+    tensors on chip when that costs (nearly) nothing. A sub-graph none of whose candidates fits
+    is declined (:class:`Unsupported`).
     """
     return _schedule(func, spec, plan, _LayerForms())
 

@@ -257,11 +257,7 @@ def _search_conv(func, spec: DSASpec, shape: tuple[int, ...], conv: tuple[int, i
                 break
         if len(fitting) == MAX_CONV_TRIALS:
             break
-    return min(fitting, key=lambda d: _simulated_cycles(func, spec, d), default=None)
-
-
-def _simulated_cycles(func: tirx.PrimFunc, spec: DSASpec, decisions: Decisions) -> int:
-    return kernel_cycles(evaluate(func, spec, decisions)[1], spec)
+    return min(fitting, key=lambda d: kernel_cycles(evaluate(func, spec, d)[1], spec), default=None)
 
 
 def _conv_estimate(tile: tuple[int, ...], chunk: int, window: int) -> int:
