@@ -30,7 +30,7 @@ from tvm_fusion_ext.partitioners.graphturbo.partitioner import (
     chain_split,
     chain_splits,
     chains,
-    linked,
+    joinable,
     plan,
 )
 from tvm_fusion_ext.partitioners.graphturbo.split_info import recompute_ratio
@@ -452,7 +452,7 @@ def test_two_sgs_joined_through_gb_chain_along_their_gb_splits():
     along the images by their GB splits (the larger factor); the kernel generator picks the
     instance count, so the plan keeps their own splits."""
     g, grouping = _project_then_expand()
-    assert linked(g, grouping) == [(0, 1), (1, 2)]
+    assert joinable(g, grouping, [[0], [1], [2]]) == [(0, 1), (1, 2)]
     assert chains(g, grouping) == [[0], [1], [2]]
     assert chain_split(g, grouping, [1, 2]) is None
     assert chain_split(g, grouping, [1, 2], through_gb=True) == {1: Split(1, 1, 4, 0), 2: Split(1, 1, 4, 0)}
@@ -502,4 +502,52 @@ def test_the_judge_joins_two_kernels_through_gb_only_where_the_joined_one_is_fas
             lambda graph, requests, cost=cost: [cost(ops) for ops, _ in requests]))
         block = plan(g, grouping, 8, names, chain=True)
         assert block.chains == [[0], [1], [2]]
+        assert partitioner.judge(None, block, names).chains == expected
+
+
+def _two_residual_blocks():
+    """Two residual blocks (ResNet's bottleneck, Fig. 2, cut to one conv per path): each a conv
+    SG and a conv + add SG that adds the block's input; LB splits along the channels (the convs
+    contract them, so no two SGs chain in LB) and GB splits along the images."""
+    b = _Builder()
+    x = b.add("x", (8, 16, 32, 32), fusible=False)
+    for k in range(2):
+        inner = b.conv(f"conv1_{k}", (8, 16, 32, 32), x)
+        x = b.add(f"add_{k}", (8, 16, 32, 32), [b.conv(f"conv2_{k}", (8, 16, 32, 32), inner), x])
+    b.ops[-1].is_output = True
+    lb, gb = Split(1, 1, 2, 1), Split(1, 1, 2, 0)
+    grouping = Grouping([[0], [1], [2, 3], [4], [5, 6]], [None, lb, lb, lb, lb], {},
+                        [None, gb, gb, gb, gb])
+    return b.graph(), grouping
+
+
+def test_residual_blocks_join_through_gb_into_one_kernel_with_one_output():
+    """Section 3.6 across residuals: a block's two SGs join (the first feeds only the second),
+    then the two blocks (the first block's output feeds both SGs of the second, so the pair of
+    blocks has one output although no SG pair is linked one to one). A join that would leave an
+    SG's output read outside the kernel is not made."""
+    g, grouping = _two_residual_blocks()
+    singles = [[0], [1], [2], [3], [4]]
+    # the input (SG 0, not fusible) is a candidate too: replanning refuses it (no chain_split)
+    assert joinable(g, grouping, singles) == [(1, 2), (3, 4)]
+    assert joinable(g, grouping, [[0], [1, 2], [3, 4]]) == [(0, 1), (2, 3)]
+    assert chains(g, grouping, joined={(0, 1), (1, 2)}) == [[0], [1, 2], [3], [4]]
+    assert chains(g, grouping, joined={(2, 3)}) == singles  # the add's output is read by SG 4 too
+    assert chains(g, grouping, joined={(1, 2), (3, 4)}) == [[0], [1, 2], [3, 4]]
+    # the join between the blocks is listed first, but needs the joins inside them made before it
+    assert chains(g, grouping, joined={(1, 2), (2, 3), (3, 4)}) == [[0], [1, 2, 3, 4]]
+
+
+def test_the_judge_joins_residual_blocks_where_the_joined_kernel_is_faster():
+    """:meth:`GraphTurboPartitioner.judge` at 10 cycles per kernel launch plus one per op joins
+    each block's SGs, then the two blocks; at a cost growing with the kernel's size it joins
+    nothing."""
+    g, grouping = _two_residual_blocks()
+    names = [op.name for op in g.ops]
+    for cost, expected in ((lambda ops: 10 + len(ops), [[0], [1, 2, 3, 4]]),
+                           (lambda ops: len(ops) ** 2, [[0], [1], [2], [3], [4]])):
+        partitioner = GraphTurboPartitioner(1 << 10, 8, chain=True, kernel_cost=(
+            lambda graph, requests, cost=cost: [cost(ops) for ops, _ in requests]))
+        block = plan(g, grouping, 8, names, chain=True)
+        assert block.chains == [[0], [1], [2], [3], [4]]
         assert partitioner.judge(None, block, names).chains == expected

@@ -125,7 +125,7 @@ class GraphTurboPartitioner:
         (the others cancel out); after dissolving a chain, a kernel of several anchors counts as
         the cheaper of itself and its layers under the staging schedule (which a later step
         splits it into). One kernel is replaced at a time and the block judged again until every
-        kernel holds. Then two kernels one of which feeds only the other (:func:`linked` SGs) are
+        kernel holds. Then two kernels that make one with a single output (:func:`joinable`) are
         joined through GB (section 3.6: :func:`chains` with ``joined``) where the joined kernel
         simulates faster than the two; the improving joins of a round are taken together where
         that is faster still, else the best alone, and the block is judged again. Every step
@@ -189,12 +189,10 @@ class GraphTurboPartitioner:
             no join improves."""
             current = kernels_of(block)
             groups = block.grouping.groups
-            heads = {sgs[0]: sgs for sgs in block.chains}
-            tails = {sgs[-1]: sgs for sgs in block.chains}
             trials = []
-            for a, b in linked(tg, block.grouping):
+            for a, b in joinable(tg, block.grouping, block.chains):
                 pair = (frozenset(groups[a]), frozenset(groups[b]))
-                if a not in tails or b not in heads or pair in refused or {*pair} & unchained:
+                if pair in refused or {*pair} & unchained:
                     continue
                 trial = replan(block.grouping, unchained, joined | {pair})
                 if not any(a in sgs and b in sgs for sgs in trial.chains):
@@ -335,11 +333,12 @@ def chains(tg: TurboGraph, grouping: Grouping, unchained: set[int] | frozenset[i
            joined: set[tuple[int, int]] | frozenset[tuple[int, int]] = frozenset()) -> list[list[int]]:
     """Straight chains of SGs (in topological order) whose instances line up: SG ``b`` joins the
     chain ending with ``a`` when ``a`` is its only producer SG, ``b`` the only consumer SG of
-    ``a`` (:func:`linked`), and the chain with ``b`` still has a :func:`chain_split` - then
+    ``a``, and the chain with ``b`` still has a :func:`chain_split` - then
     instance ``j`` of the chain needs only slice ``j`` of every SG in it, and the depth-first
     order of Algorithm 3 runs them back to back. A pair ``(a, b)`` in ``joined`` is chained
     through GB (section 3.6): by every SG's split against GB; a chain with such a pair grows by
-    joined pairs only. An SG in ``unchained`` is a chain of its own."""
+    joined pairs only, and joins kernels :func:`_join_kernels` describes. An SG in ``unchained``
+    is a chain of its own."""
     producers, consumers = _sg_links(tg, grouping)
     result: list[list[int]] = []
     tail: dict[int, int] = {}  # last SG of a chain -> its index in result
@@ -357,15 +356,53 @@ def chains(tg: TurboGraph, grouping: Grouping, unchained: set[int] | frozenset[i
                 continue
         tail[sg] = len(result)
         result.append([sg])
-    return result
+    return _join_kernels(tg, grouping, result, consumers, joined) if joined else result
 
 
-def linked(tg: TurboGraph, grouping: Grouping) -> list[tuple[int, int]]:
-    """The SG pairs ``(a, b)`` where ``a`` is ``b``'s only producer SG and ``b`` the only
-    consumer SG of ``a``: what :func:`chains` may put in one chain."""
-    producers, consumers = _sg_links(tg, grouping)
-    return [(a, b) for b, found in enumerate(producers) if len(found) == 1
-            for a in found if consumers[a] == {b}]
+def _join_kernels(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]],
+                  consumers: list[set[int]], joined) -> list[list[int]]:
+    """``kernel_sgs`` with each pair ``(a, b)`` of ``joined`` that ends one kernel and starts
+    another joined through GB where :func:`chains` cannot (``b`` reads another SG of the kernel
+    before it, or that kernel's last SG feeds another of the kernel after it: a residual, as in
+    ResNet's bottleneck blocks, whose output feeds the next block's first conv and its add):
+    where the two make one kernel with a single output (:func:`single_exit`), split through GB
+    (:func:`chain_split`), the SGs after the pair joined too (a chain through GB grows by joined
+    pairs only)."""
+    kernels = [list(k) for k in kernel_sgs]
+    pending = sorted(joined)
+    while True:  # a join may need another made first (the SGs of one block before the next block)
+        for a, b in pending:
+            first = next((k for k in kernels if k[-1] == a), None)
+            second = next((k for k in kernels if k[0] == b), None)
+            if first is None or second is None or first is second:
+                continue
+            merged = first + second
+            if (all(pair in joined for pair in itertools.pairwise(second))
+                    and single_exit(merged, consumers)
+                    and chain_split(tg, grouping, merged, True) is not None):
+                first.extend(second)
+                kernels.remove(second)
+                pending.remove((a, b))
+                break
+        else:
+            return kernels
+
+
+def single_exit(sgs: list[int], consumers: list[set[int]]) -> bool:
+    """Whether the SGs ``sgs`` (in this order) run as one kernel with one output: every SG but
+    the last is read only by SGs after it in ``sgs``."""
+    position = {sg: i for i, sg in enumerate(sgs)}
+    return all(c in position and position[c] > i for i, sg in enumerate(sgs[:-1]) for c in consumers[sg])
+
+
+def joinable(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]]) -> list[tuple[int, int]]:
+    """The SG pairs ``(a, b)`` with ``a`` the last SG of one kernel of ``kernel_sgs`` and ``b``
+    the first of another that reads it, where the two kernels make one with a single output
+    (:func:`single_exit`): what the judge tries to join through GB (section 3.6)."""
+    _, consumers = _sg_links(tg, grouping)
+    heads = {sgs[0]: sgs for sgs in kernel_sgs}
+    return [(sgs[-1], b) for sgs in kernel_sgs for b in sorted(consumers[sgs[-1]])
+            if b in heads and heads[b] is not sgs and single_exit(sgs + heads[b], consumers)]
 
 
 def _sg_links(tg: TurboGraph, grouping: Grouping) -> tuple[list[set[int]], list[set[int]]]:
