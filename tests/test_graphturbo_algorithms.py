@@ -551,3 +551,12 @@ def test_the_judge_joins_residual_blocks_where_the_joined_kernel_is_faster():
         block = plan(g, grouping, 8, names, chain=True)
         assert block.chains == [[0], [1], [2], [3], [4]]
         assert partitioner.judge(None, block, names).chains == expected
+
+
+def test_an_sg_holding_an_output_of_the_block_ends_its_kernel():
+    """An SG whose result is also read after the block (a block output) cannot sit inside a joined
+    kernel: the kernel has one output, so the first block stays apart from the second."""
+    g, grouping = _two_residual_blocks()
+    g.ops[3].is_output = True  # the first block's add
+    assert joinable(g, grouping, [[0], [1, 2], [3, 4]]) == [(0, 1)]
+    assert chains(g, grouping, joined={(1, 2), (2, 3), (3, 4)}) == [[0], [1, 2], [3, 4]]

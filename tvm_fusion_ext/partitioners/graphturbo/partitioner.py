@@ -356,11 +356,11 @@ def chains(tg: TurboGraph, grouping: Grouping, unchained: set[int] | frozenset[i
                 continue
         tail[sg] = len(result)
         result.append([sg])
-    return _join_kernels(tg, grouping, result, consumers, joined) if joined else result
+    return _join_kernels(tg, grouping, result, joined) if joined else result
 
 
 def _join_kernels(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]],
-                  consumers: list[set[int]], joined) -> list[list[int]]:
+                  joined) -> list[list[int]]:
     """``kernel_sgs`` with each pair ``(a, b)`` of ``joined`` that ends one kernel and starts
     another joined through GB where :func:`chains` cannot (``b`` reads another SG of the kernel
     before it, or that kernel's last SG feeds another of the kernel after it: a residual, as in
@@ -368,6 +368,7 @@ def _join_kernels(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]
     where the two make one kernel with a single output (:func:`single_exit`), split through GB
     (:func:`chain_split`), the SGs after the pair joined too (a chain through GB grows by joined
     pairs only)."""
+    readers = _readers(tg, grouping)
     kernels = [list(k) for k in kernel_sgs]
     pending = sorted(joined)
     while True:  # a join may need another made first (the SGs of one block before the next block)
@@ -378,7 +379,7 @@ def _join_kernels(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]
                 continue
             merged = first + second
             if (all(pair in joined for pair in itertools.pairwise(second))
-                    and single_exit(merged, consumers)
+                    and single_exit(merged, readers)
                     and chain_split(tg, grouping, merged, True) is not None):
                 first.extend(second)
                 kernels.remove(second)
@@ -388,21 +389,28 @@ def _join_kernels(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]
             return kernels
 
 
-def single_exit(sgs: list[int], consumers: list[set[int]]) -> bool:
+def single_exit(sgs: list[int], readers: list[set[int]]) -> bool:
     """Whether the SGs ``sgs`` (in this order) run as one kernel with one output: every SG but
-    the last is read only by SGs after it in ``sgs``."""
+    the last is read only by SGs after it in ``sgs`` (``readers``: :func:`_readers`)."""
     position = {sg: i for i, sg in enumerate(sgs)}
-    return all(c in position and position[c] > i for i, sg in enumerate(sgs[:-1]) for c in consumers[sg])
+    return all(r in position and position[r] > i for i, sg in enumerate(sgs[:-1]) for r in readers[sg])
+
+
+def _readers(tg: TurboGraph, grouping: Grouping) -> list[set[int]]:
+    """Each SG's consumer SGs, and -1 for an SG holding an output of the block (read after it)."""
+    _, consumers = _sg_links(tg, grouping)
+    return [found | ({-1} if any(tg.ops[op].is_output for op in group) else set())
+            for found, group in zip(consumers, grouping.groups)]
 
 
 def joinable(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]]) -> list[tuple[int, int]]:
     """The SG pairs ``(a, b)`` with ``a`` the last SG of one kernel of ``kernel_sgs`` and ``b``
     the first of another that reads it, where the two kernels make one with a single output
     (:func:`single_exit`): what the judge tries to join through GB (section 3.6)."""
-    _, consumers = _sg_links(tg, grouping)
+    readers = _readers(tg, grouping)
     heads = {sgs[0]: sgs for sgs in kernel_sgs}
-    return [(sgs[-1], b) for sgs in kernel_sgs for b in sorted(consumers[sgs[-1]])
-            if b in heads and heads[b] is not sgs and single_exit(sgs + heads[b], consumers)]
+    return [(sgs[-1], b) for sgs in kernel_sgs for b in sorted(readers[sgs[-1]])
+            if b in heads and heads[b] is not sgs and single_exit(sgs + heads[b], readers)]
 
 
 def _sg_links(tg: TurboGraph, grouping: Grouping) -> tuple[list[set[int]], list[set[int]]]:
