@@ -800,3 +800,32 @@ def test_gemm_tiles_include_every_multiple_of_the_matrix_unit():
     assert sorted({c[1] for c in choices}) == [16, 32, 48, 64, 96, 128, 192, 256, 384, 768]
     assert len({c[2] for c in choices}) == 14
     assert len({c[1] for c in staging.tile_choices([1, 720, 1], None)}) == staging.MAX_TILE_OPTIONS
+
+
+@T.prim_func(s_tir=True)
+def pad_then_window(x: T.Buffer((8, 16, 16), "float32"), y: T.Buffer((8, 16, 16), "float32")):
+    p = T.sblock_alloc_buffer((8, 18, 18))
+    for n, h, w in T.grid(8, 18, 18):
+        with T.sblock("pad"):
+            vn, vh, vw = T.axis.remap("SSS", [n, h, w])
+            p[vn, vh, vw] = T.if_then_else(1 <= vh and vh < 17 and 1 <= vw and vw < 17,  # noqa: PLR1716 (TVMScript)
+                                           x[vn, vh - 1, vw - 1], T.float32(0))
+    for n, h, w, kh, kw in T.grid(8, 16, 16, 3, 3):
+        with T.sblock("window"):
+            vn, vh, vw, vkh, vkw = T.axis.remap("SSSRR", [n, h, w, kh, kw])
+            with T.init():
+                y[vn, vh, vw] = T.float32(0)
+            y[vn, vh, vw] = y[vn, vh, vw] + p[vn, vh + vkh, vw + vkw]
+
+
+def test_a_paddings_input_is_promoted_to_gb_per_instance():
+    """A padding reads its input at the halo (``clipped_vars``): a tile splitting the halo reads
+    it in place, so the input in DDR is promoted DDR -> GB per instance like a GEMM's activation
+    (section 4.1), on every cluster and, with instruction scheduling, behind the instance before."""
+    plan = SubgraphPlan(dim=0, instances=4, binding=(8, 1, 1), output_shape=(8, 16, 16))
+    model = kernel_model(staging.stage_layers(pad_then_window, SPEC, plan, instances=4))
+    prefetch = [p for p in model["phases"] if p.get("prefetch")]
+    # Per instance and cluster: 2 images of x (2 * 16 * 16 * 4 B), DDR -> GB, on the 4 clusters.
+    assert [(p["instances"], p["cores"], p["repeat"]) for p in prefetch] == [(4, SPEC.clusters, 4)]
+    assert prefetch[0]["events"] == [{"kind": "dma", "src": "ddr", "dst": "gb", "bytes": 2048,
+                                      "transfers": 1, "tensor": "x"}]

@@ -600,7 +600,8 @@ def _stage_layer_form(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
     through GB (Algorithm 4 sends an output to GB when producer and consumer bindings differ, as
     they do here), spilled to DDR by liveness when the live ones exceed GB (section 4.3).
     Weights are promoted to GB (:func:`_promote_anchor_weights`), and a GEMM's activation
-    operands still in DDR are promoted per instance (:func:`_promote_gemm_activations`); with
+    operands and a padding's input still in DDR are promoted per instance
+    (:func:`_promote_activations`); with
     instruction scheduling the instance loop is double buffered, the next instance's promotions
     overlapping this one's layers (section 4.4). With buffer stitching (and ``stitch_runs``),
     runs of layers whose tensors Algorithm 4 leaves in LB share one tile loop instead
@@ -651,7 +652,7 @@ def _stage_layer_form(func: tirx.PrimFunc, spec: DSASpec, plan: SubgraphPlan,
                if sch.get(rv).writes[0].source.name in exchanged}  # after set_scope -> before
     budget = _promote_anchor_weights(sch, params, spec.gb_bytes - gb_peak, depth, spec)
     if outer is not None:
-        sch = _promote_gemm_activations(sch, layers, outer, budget, instances, double)
+        sch = _promote_activations(sch, layers, outer, budget, instances, double)
     groups = _stitch_groups(sch, layers, depth, gb_writers) if plan.options.stitch and stitch_runs else []
     groups = [[sch.get(rv).name_hint for rv in group] for group in groups]
     names = [sch.get(rv).name_hint for rv in layers]
@@ -949,23 +950,25 @@ def _slice_dim(block, name: str, clusters: int) -> int | None:
     return dims[-1] if dims else None
 
 
-def _promote_gemm_activations(sch: s_tir.Schedule, layers: list, outer, budget: int,
-                              instances: int, double: bool) -> s_tir.Schedule:
-    """Activation promotion per instance (sections 3.3 and 4.1): a GEMM-shaped layer's operands
-    still in DDR (inputs, spilled layer outputs) that move with the instance are copied DDR -> GB
-    at the start of each instance, while one instance's slices (twice that with the instance loop
-    double buffered) fit ``budget``; every cluster fills its own GB with them
-    (:func:`_promote_per_cluster`). Returns the schedule (a copy when a promotion was applied)."""
+def _promote_activations(sch: s_tir.Schedule, layers: list, outer, budget: int,
+                         instances: int, double: bool) -> s_tir.Schedule:
+    """Activation promotion per instance (sections 3.3 and 4.1): the operands still in DDR
+    (inputs, spilled layer outputs) that move with the instance, of a GEMM-shaped layer or read
+    at a padding's halo (:func:`clipped_vars`: a tile that splits the halo reads them in place,
+    the unit stalling on DDR), are copied DDR -> GB at the start of each instance, while one
+    instance's slices (twice that with the instance loop double buffered) fit ``budget``; every
+    cluster fills its own GB with them (:func:`_promote_per_cluster`). Returns the schedule (a
+    copy when a promotion was applied)."""
     instance_var = sch.get(outer).loop_var
     for rv in layers:
         realize = _realize(sch, rv)
-        if not _gemm_like(realize.block):
-            continue
+        gemm = _gemm_like(realize.block)
         written = realize.block.writes[0].source
         for region in realize.block.reads:
             buf = region.source
             if _level(buf.scope()) != "ddr" or buf.same_as(written) or read_in_place(realize.block, region) \
-                    or not _depends_on(realize, buf.name, instance_var):
+                    or not _depends_on(realize, buf.name, instance_var) \
+                    or not (gemm or clipped_vars(realize.block, region)):
                 continue
             size = buffer_bytes(buf) // instances * (2 if double else 1)
             if size > budget:
