@@ -360,7 +360,7 @@ def chains(tg: TurboGraph, grouping: Grouping, unchained: set[int] | frozenset[i
 
 
 def _join_kernels(tg: TurboGraph, grouping: Grouping, kernel_sgs: list[list[int]],
-                  joined) -> list[list[int]]:
+                  joined: set[tuple[int, int]] | frozenset[tuple[int, int]]) -> list[list[int]]:
     """``kernel_sgs`` with each pair ``(a, b)`` of ``joined`` that ends one kernel and starts
     another joined through GB where :func:`chains` cannot (``b`` reads another SG of the kernel
     before it, or that kernel's last SG feeds another of the kernel after it: a residual, as in
