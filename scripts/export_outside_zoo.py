@@ -157,15 +157,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", required=True, help="ONNX file to write")
     parser.add_argument("--model", default="encoder_grouped", choices=sorted(MODELS))
+    parser.add_argument("--batch", type=int, default=None,
+                        help="leading dimension of every input (default: the example's)")
     args = parser.parse_args()
+    if args.batch is not None and args.batch <= 0:
+        parser.error("--batch must be positive")
     torch.manual_seed(0)
     build, example, names = MODELS[args.model]
+    inputs = example()
+    if args.batch is not None:
+        inputs = tuple(torch.randn(args.batch, *t.shape[1:]) for t in inputs)
     model = build().eval()
     for module in model.modules():
         if isinstance(module, nn.BatchNorm2d):
             module.running_mean.uniform_(-0.5, 0.5)
             module.running_var.uniform_(0.5, 2.0)
-    torch.onnx.export(model, example(), args.output, input_names=names, opset_version=17, dynamo=False)
+    torch.onnx.export(model, inputs, args.output, input_names=names, opset_version=17, dynamo=False)
     print(f"wrote {args.output}")
     return 0
 
