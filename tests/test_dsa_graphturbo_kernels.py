@@ -613,6 +613,31 @@ def _conv_pair(n: int, c: int, hw: int) -> tirx.PrimFunc:
     return fused_kernel(graph, [node.index for node in graph.nodes if node.fusible], layout_free=False)
 
 
+def test_a_tensorization_rewriting_a_promoted_weight_is_staged_in_its_window(monkeypatch):
+    """A conv's tensorization lays out its promoted weight anew (``transform_layout``), which
+    rewrites the promotion outside the pieces' loop: the window splices the rewritten promotion
+    back in place instead of staging the step again on the whole function, and the kernel is the
+    one the whole function gives."""
+    from tvm_fusion_ext.target_dsa import layer_windows
+
+    spliced = []
+    in_window = layer_windows.LayerWindows._in_window
+
+    def counting(self, names, step, local=False):
+        before = list(self.root)
+        done = in_window(self, names, step, local)
+        outside = [i for i, s in enumerate(before) if i != self.index]
+        spliced.extend(names for i in outside if done and not before[i].same_as(self.root[i]))
+        return done
+
+    monkeypatch.setattr(layer_windows.LayerWindows, "_in_window", counting)
+    func = _conv_pair(4, 32, 28)
+    plan = SubgraphPlan(dim=0, instances=4, binding=(4, 2, 1, 1), output_shape=(4, 32, 28, 28))
+    windowed = staging.stage_subgraph(func, SPEC, plan, {0: 4}, windows=True)
+    assert spliced  # the case this test is for
+    assert tvm_ffi.structural_equal(windowed, staging.stage_subgraph(func, SPEC, plan, {0: 4}, windows=False))
+
+
 def test_fig15_lb_bar_tiles_the_layers_one_image_at_a_time():
     """Fig. 15's second bar without instance splitting: over the whole batch, the intermediate of
     two convs (4 x 16 x 224 x 224 floats, 12.8 MB) exceeds GB and the first bar's layer form

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import tvm
 import tvm_ffi
@@ -479,9 +480,10 @@ def tile_choices(extents: list[int], matrix: tuple[int, ...] | None) -> list[tup
 
 class _Span:
     """Bytes of a buffer region when each block var ``v`` takes ``dom[v]`` values (interval
-    arithmetic on its index expressions), memoised per dimension. A dimension indexed by loaded
-    values (a gather's table, :func:`~tvm_fusion_ext.analysis.primitive_types.indexed_by_data`)
-    spans at most one row per combination of the block vars in its index."""
+    arithmetic on its index expressions), memoised per dimension and per domain of the vars the
+    region reads. A dimension indexed by loaded values (a gather's table,
+    :func:`~tvm_fusion_ext.analysis.primitive_types.indexed_by_data`) spans at most one row per
+    combination of the block vars in its index."""
 
     def __init__(self, region):
         self.buffer = region.source
@@ -489,25 +491,35 @@ class _Span:
         for rng, extent in zip(region.region, region.source.shape):
             names = tuple(sorted({v.name: v for v in vars_in(rng.min)}.items()))
             self.dims.append((rng, int(extent), names))
+        self.names = tuple(dict.fromkeys(n for _, _, names in self.dims for n, _ in names))
+        self.elem_bytes = elem_bytes(self.buffer)
         self.gathered = indexed_by_data(region)
         self.memo: dict = {}
+        self.totals: dict = {}
         self.analyzer = tvm.sym.Analyzer()
 
     def bytes(self, dom: dict[str, int]) -> int:
-        total = 1
-        for k, (rng, extent, names) in enumerate(self.dims):
-            key = (k, tuple(dom.get(n, 0) for n, _ in names))
-            if key not in self.memo and self.gathered:
-                self.memo[key] = min(extent, math.prod(dom.get(n, 1) for n, _ in names))
-            if key not in self.memo:
-                sets = {var: tvm.sym.IntervalSet(tirx.const(0, str(var.ty.dtype)),
-                                                 tirx.const(dom[n] - 1, str(var.ty.dtype)))
-                        for n, var in names if n in dom}
-                bound = self.analyzer.int_set(rng.min, sets)
-                span = int(bound.max_value) - int(bound.min_value) + int(rng.extent)
-                self.memo[key] = min(extent, span)
-            total *= self.memo[key]
-        return total * elem_bytes(self.buffer)
+        key = tuple(dom.get(n, 0) for n in self.names)
+        total = self.totals.get(key)
+        if total is None:
+            total = self.totals[key] = math.prod(
+                self._extent(k, dom) for k in range(len(self.dims))) * self.elem_bytes
+        return total
+
+    def _extent(self, k: int, dom: dict[str, int]) -> int:
+        """The elements dimension ``k`` spans over ``dom``."""
+        rng, extent, names = self.dims[k]
+        key = (k, tuple(dom.get(n, 0) for n, _ in names))
+        if key not in self.memo and self.gathered:
+            self.memo[key] = min(extent, math.prod(dom.get(n, 1) for n, _ in names))
+        if key not in self.memo:
+            sets = {var: tvm.sym.IntervalSet(tirx.const(0, str(var.ty.dtype)),
+                                             tirx.const(dom[n] - 1, str(var.ty.dtype)))
+                    for n, var in names if n in dom}
+            bound = self.analyzer.int_set(rng.min, sets)
+            span = int(bound.max_value) - int(bound.min_value) + int(rng.extent)
+            self.memo[key] = min(extent, span)
+        return self.memo[key]
 
 
 def clipped_vars(block, region) -> frozenset[str]:
@@ -1127,10 +1139,13 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
     unit = spec.unit_for("vmac" if is_reduction(block) else "vector")
     matrix = spec.unit_for("matrix") if loops.matrix_vars is not None else unit
 
-    def rate(level: str, active: int):
-        if level == "ddr":
-            return spec.bytes_per_cycle("ddr") / active
-        return spec.bytes_per_cycle("gb") / min(active, spec.cores_per_cluster)
+    levels = [_level(scope) for _, scope, _ in operands.reads]
+
+    def transfer(ddr: int, gb: int, active: int) -> Fraction:
+        """Cycles to move ``ddr`` and ``gb`` bytes with ``active`` cores sharing DDR's bandwidth
+        and a cluster's cores sharing their GB's (``spec.bytes_per_cycle``, exact)."""
+        return (Fraction(ddr * spec.clock_hz * active, spec.ddr_bandwidth)
+                + Fraction(gb * spec.clock_hz * min(active, spec.cores_per_cluster), spec.gb_bandwidth))
 
     sliced = _sliced_loops(loops)
 
@@ -1140,18 +1155,24 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
         dom = loops.dom(tile)
         out_bytes = out.bytes(dom)
         in_place = operands.in_place(dom, out_bytes, double, spec.lb_bytes)
-        staged, direct = [], []  # DMA'd into LB per chunk / read in place by the unit
-        for span, scope, _ in operands.reads:
-            (direct if span.buffer.name in in_place else staged).append((span.bytes(dom), _level(scope)))
+        # bytes per level DMA'd into LB per chunk (``loads`` copies) / read in place by the unit
+        staged, direct, loads = {"ddr": 0, "gb": 0}, {"ddr": 0, "gb": 0}, 0
+        for (span, _, _), level in zip(operands.reads, levels):
+            if span.buffer.name in in_place:
+                direct[level] += span.bytes(dom)
+            else:
+                staged[level] += span.bytes(dom)
+                loads += 1
         if operands.allocated(dom, in_place) * (2 if double else 1) + out_bytes > spec.lb_bytes:
             return None
         tiles = math.prod(loops.extent[v] // tile[v] for v in loops.spatial)
         chunks = math.prod(loops.extent[v] // tile[v] for v in loops.reduce)
         active = min(tiles, spec.num_cores)
         per_core = math.ceil(tiles / spec.num_cores)
-        load = chunks * sum(b / rate(level, active) + lat for b, level in staged)
-        stall = chunks * sum(b / rate(level, active) for b, level in direct)
-        store = out_bytes / rate(out_level, active) + lat
+        load = chunks * (transfer(staged["ddr"], staged["gb"], active) + lat * loads)
+        stall = chunks * transfer(direct["ddr"], direct["gb"], active)
+        store = transfer(out_bytes if out_level == "ddr" else 0, out_bytes if out_level == "gb" else 0,
+                         active) + lat
         ops_per_cycle = max(unit.ops_per_cycle, matrix.ops_per_cycle * loops.matrix_efficiency(tile, spec))
         compute = iterations / tiles / ops_per_cycle + stall
         if double:  # the chunks, then the tiles, pipelined (simulator._pipelined_tile)

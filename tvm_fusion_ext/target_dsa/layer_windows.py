@@ -26,11 +26,14 @@ position (TVM inserts cache stages by position in the sequence). The staged wind
 back: its sequence, each placeholder replaced by its run, becomes the layers' sequence; its root
 allocations replace theirs in the function's (primitives change them in place) and the ones it
 added are appended, as TVM appends them. Root statements outside the layers' sequence (weight
-promotions) that the window touches are kept around it and must come back unchanged.
+promotions) that the window touches are kept around it, and every root statement touching a
+buffer the step touches is among them: a step may rewrite them in place (a tensorization's
+``transform_layout`` of a promoted weight), and each is spliced back at its place.
 
-A step the window cannot decide - one that raises, that changes the root outside the layers'
-sequence, or that needs the whole function (:class:`WindowTooSmall`) - is run on the whole
-function instead, so the result is always the one the whole function gives
+A step the window cannot decide - one that raises, that adds or removes a root statement outside
+the layers' sequence or changes a parameter's layout, or that needs the whole function
+(:class:`WindowTooSmall`) - is run on the whole function instead, so the result is always the one
+the whole function gives
 (``tests/test_dsa_graphturbo_kernels.py`` compares both on ViT's chain kernel).
 """
 
@@ -192,12 +195,14 @@ class LayerWindows:
         if self.index is None:
             self.root = self.layers = _unstub(new_root, layers)
         else:
-            loops = [s for s in new_root if self._is_loop(s)]
-            rest = [s for s in new_root if not self._is_loop(s)]
-            if len(loops) != 1 or len(rest) != len(outer) or not all(
-                    a.same_as(b) or tvm_ffi.structural_equal(a, b) for a, b in zip(rest, outer)):
-                return False  # a change outside the layers' sequence
-            self.layers = _unstub(_children(loops[0].body), layers)
+            if [self._is_loop(s) for s in new_root] != [self._is_loop(s) for s in window_root]:
+                return False  # a statement added or removed outside the layers' sequence
+            changed = {id(old): new for old, new in zip(window_root, new_root)
+                       if not self._is_loop(new) and not old.same_as(new)}
+            if changed and not all(a.same_as(b) for a, b in zip(staged.params, window.params)):
+                return False  # a parameter's layout changed
+            self.layers = _unstub(_children(new_root[loop].body), layers)
+            self.root = [changed.get(id(s), s) for s in self.root]
         self.allocs = whole + allocs[len(allocated):]
         self._func = None
         return True
