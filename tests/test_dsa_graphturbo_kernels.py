@@ -854,3 +854,65 @@ def test_a_paddings_input_is_promoted_to_gb_per_instance():
     assert [(p["instances"], p["cores"], p["repeat"]) for p in prefetch] == [(4, SPEC.clusters, 4)]
     assert prefetch[0]["events"] == [{"kind": "dma", "src": "ddr", "dst": "gb", "bytes": 2048,
                                       "transfers": 1, "tensor": "x"}]
+
+
+@T.prim_func(s_tir=True)
+def _pieces_with_a_promotion(a: T.Buffer((8, 16), "float32"), w: T.Buffer((16,), "float32"),
+                             b: T.Buffer((8, 16), "float32"), d: T.Buffer((8, 16), "float32")):
+    w_gb = T.sblock_alloc_buffer((16,), scope="global.dsa_gb")
+    c = T.sblock_alloc_buffer((8, 16))
+    for j in range(16):
+        with T.sblock("promote"):
+            vj = T.axis.remap("S", [j])
+            w_gb[vj] = w[vj]
+    for i in range(8):
+        for j in range(16):
+            with T.sblock("scale"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                c[vi, vj] = a[vi, vj] * w_gb[vj]
+        for j in range(16):
+            with T.sblock("shift"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                b[vi, vj] = c[vi, vj] + w[vj]
+        for j in range(16):
+            with T.sblock("double"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                d[vi, vj] = T.float32(2) * vj
+
+
+@pytest.mark.parametrize(("block", "operand"), [("shift", "w"), ("scale", "w_gb")])
+def test_a_windows_stage_added_at_the_root_goes_where_the_whole_function_puts_it(block, operand, monkeypatch):
+    """A step that leaves an operand's stage at the root (a ``cache_read`` not moved into the
+    pieces' loop) adds a root statement: at the start for a parameter, right before the loop for
+    a buffer a root statement writes (TVM's ``CacheLocDetector``). The window (which leaves out
+    the layer ``double``) is spliced with it in the same place: the result is the whole
+    function's, and the step never ran on the whole function."""
+    from tvm_fusion_ext.target_dsa import layer_windows
+    from tvm_fusion_ext.target_dsa.layer_windows import LayerWindows
+
+    scheduled = []
+
+    def recording(func):
+        scheduled.append({b.name_hint for b in _blocks(func.body)})
+        return new_schedule(func)
+
+    monkeypatch.setattr(layer_windows, "new_schedule", recording)
+
+    func = _pieces_with_a_promotion
+    piece = next(s for s in func.body.block.body.seq if isinstance(s, tirx.For) and s.loop_var.name == "i")
+
+    def leave_at_root(sch, rvs, whole):
+        index = [r.source.name for r in sch.get(rvs[0]).reads].index(operand)
+        sch.cache_read(rvs[0], index, "local.dsa_lb", consumer_blocks=[rvs[0]])
+        return sch
+
+    staged = {}
+    for windows in (True, False):
+        layers = LayerWindows(func, piece.loop_var, windows)
+        layers.stage([block], leave_at_root)
+        staged[windows] = layers.func
+        if windows:
+            assert scheduled and all("double" not in names for names in scheduled)
+    root = [{b.name_hint for b in _blocks(stmt)} for stmt in staged[True].body.block.body.seq]
+    assert root.index({f"{operand}_local.dsa_lb"}) == (0 if operand == "w" else 1)
+    tvm.ir.assert_structural_equal(staged[True], staged[False])

@@ -27,13 +27,16 @@ back: its sequence, each placeholder replaced by its run, becomes the layers' se
 allocations replace theirs in the function's (primitives change them in place) and the ones it
 added are appended, as TVM appends them. Root statements outside the layers' sequence (weight
 promotions) that the window touches are kept around it, and every root statement touching a
-buffer the step touches is among them: a step may rewrite them in place (a tensorization's
-``transform_layout`` of a promoted weight), and each is spliced back at its place.
+buffer the step touches is among them. A step may rewrite them in place (a tensorization's
+``transform_layout`` of a promoted weight): each is spliced back at its place. A step may add
+root statements where TVM's ``cache_read`` puts the stage of an operand it could not move into a
+loop: at the start of the root for a parameter, right before the loop for a buffer a root
+statement writes; they go to the same place in the function's root
+(:meth:`LayerWindows._splice_root`).
 
-A step the window cannot decide - one that raises, that adds or removes a root statement outside
-the layers' sequence or changes a parameter's layout, or that needs the whole function
-(:class:`WindowTooSmall`) - is run on the whole function instead, so the result is always the one
-the whole function gives
+A step the window cannot decide - one that raises, that adds root statements elsewhere, removes
+any or changes a parameter's layout, or that needs the whole function (:class:`WindowTooSmall`) -
+is run on the whole function instead, so the result is always the one the whole function gives
 (``tests/test_dsa_graphturbo_kernels.py`` compares both on ViT's chain kernel).
 """
 
@@ -194,18 +197,50 @@ class LayerWindows:
         new_root = _children(staged.body.block.body)
         if self.index is None:
             self.root = self.layers = _unstub(new_root, layers)
-        else:
-            if [self._is_loop(s) for s in new_root] != [self._is_loop(s) for s in window_root]:
-                return False  # a statement added or removed outside the layers' sequence
-            changed = {id(old): new for old, new in zip(window_root, new_root)
-                       if not self._is_loop(new) and not old.same_as(new)}
-            if changed and not all(a.same_as(b) for a, b in zip(staged.params, window.params)):
-                return False  # a parameter's layout changed
-            self.layers = _unstub(_children(new_root[loop].body), layers)
-            self.root = [changed.get(id(s), s) for s in self.root]
+        elif not self._splice_root(window_root, loop, new_root, staged, window, layers, local):
+            return False
         self.allocs = whole + allocs[len(allocated):]
         self._func = None
         return True
+
+
+    def _splice_root(self, window_root: list, loop: int, new_root: list, staged: tirx.PrimFunc,
+                     window: tirx.PrimFunc, layers: list, local: bool) -> bool:
+        """Whether the window's root after the step, ``new_root``, was spliced into the function's
+        root (module docstring): the loop's body becomes the layers' sequence; a root statement
+        the step rewrote replaces its original; statements the step added at the start of the
+        window's root go to the start of the function's, those it added right before the loop
+        right before the loop (where TVM's ``cache_read`` puts a stage of a parameter and of a
+        buffer a root statement writes, ``CacheLocDetector`` in
+        ``src/s_tir/schedule/primitive/cache_read_write.cc``: every statement touching that
+        buffer is in the window, unless the step is ``local``)."""
+        at = [k for k, stmt in enumerate(new_root) if self._is_loop(stmt)]
+        added = at[0] - loop if len(at) == 1 else -1
+        if added < 0 or (added and local) or len(new_root) - at[0] != len(window_root) - loop:
+            return False  # a statement added after the loop, or removed
+        if not all(a.same_as(b) for a, b in zip(staged.params, window.params)):
+            return False  # a parameter's layout changed
+        if added == 0:
+            changed = {id(old): new for old, new in zip(window_root, new_root)
+                       if not self._is_loop(new) and not old.same_as(new)}
+            root = [changed.get(id(stmt), stmt) for stmt in self.root]
+        else:
+            kept = [stmt for k, stmt in enumerate(window_root) if k != loop]
+            first = next((n for n in (range(added, -1, -1) if loop == 0 else range(added + 1))
+                          if _same_statements(new_root[n:n + loop] + new_root[at[0] + 1:], kept)), None)
+            if first is None:
+                return False  # the window's statements rewritten as well, or added elsewhere
+            root = [*new_root[:first], *self.root[:self.index], *new_root[first + loop:at[0]],
+                    *self.root[self.index:]]
+        self.layers = _unstub(_children(new_root[at[0]].body), layers)
+        self.root = root
+        self.index = next(k for k, stmt in enumerate(root) if self._is_loop(stmt))
+        return True
+
+
+def _same_statements(found: list, expected: list) -> bool:
+    return len(found) == len(expected) and all(
+        a.same_as(b) or tvm_ffi.structural_equal(a, b) for a, b in zip(found, expected))
 
 
 def _nest(root: list, index: int | None, layers: list) -> list:
