@@ -36,8 +36,10 @@ statement writes; they go to the same place in the function's root
 
 A step the window cannot decide - one that raises, that adds root statements elsewhere, removes
 any or changes a parameter's layout, or that needs the whole function (:class:`WindowTooSmall`) -
-is run on the whole function instead, so the result is always the one the whole function gives
-(``tests/test_dsa_graphturbo_kernels.py`` compares both on ViT's chain kernel).
+is run on the whole function instead. The result is meant to be the one the whole function gives
+(``tests/test_dsa_graphturbo_kernels.py`` compares both on ViT's chain kernel and on hand-written
+pieces); docs/benchmarks.md records one DenseNet-121 kernel whose pooling is chunked differently
+in its window than on the whole function.
 """
 
 from __future__ import annotations
