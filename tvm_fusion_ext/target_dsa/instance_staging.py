@@ -1141,11 +1141,12 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
 
     levels = [_level(scope) for _, scope, _ in operands.reads]
 
-    def transfer(ddr: int, gb: int, active: int) -> Fraction:
-        """Cycles to move ``ddr`` and ``gb`` bytes with ``active`` cores sharing DDR's bandwidth
-        and a cluster's cores sharing their GB's (``spec.bytes_per_cycle``, exact)."""
-        return (Fraction(ddr * spec.clock_hz * active, spec.ddr_bandwidth)
-                + Fraction(gb * spec.clock_hz * min(active, spec.cores_per_cluster), spec.gb_bandwidth))
+    def transfer(nbytes: dict[str, int], active: int) -> Fraction:
+        """Cycles to move ``nbytes[level]`` bytes from DDR and GB with ``active`` cores sharing
+        DDR's bandwidth and a cluster's cores sharing their GB's (``spec.bytes_per_cycle``, exact)."""
+        return (Fraction(nbytes.get("ddr", 0) * spec.clock_hz * active, spec.ddr_bandwidth)
+                + Fraction(nbytes.get("gb", 0) * spec.clock_hz * min(active, spec.cores_per_cluster),
+                           spec.gb_bandwidth))
 
     sliced = _sliced_loops(loops)
 
@@ -1169,10 +1170,9 @@ def _layer_cost(loops: _LoopNest, spec: DSASpec, double: bool):
         chunks = math.prod(loops.extent[v] // tile[v] for v in loops.reduce)
         active = min(tiles, spec.num_cores)
         per_core = math.ceil(tiles / spec.num_cores)
-        load = chunks * (transfer(staged["ddr"], staged["gb"], active) + lat * loads)
-        stall = chunks * transfer(direct["ddr"], direct["gb"], active)
-        store = transfer(out_bytes if out_level == "ddr" else 0, out_bytes if out_level == "gb" else 0,
-                         active) + lat
+        load = chunks * (transfer(staged, active) + lat * loads)
+        stall = chunks * transfer(direct, active)
+        store = transfer({out_level: out_bytes}, active) + lat
         ops_per_cycle = max(unit.ops_per_cycle, matrix.ops_per_cycle * loops.matrix_efficiency(tile, spec))
         compute = iterations / tiles / ops_per_cycle + stall
         if double:  # the chunks, then the tiles, pipelined (simulator._pipelined_tile)

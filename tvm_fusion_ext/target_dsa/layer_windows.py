@@ -205,7 +205,6 @@ class LayerWindows:
         self._func = None
         return True
 
-
     def _splice_root(self, window_root: list, loop: int, new_root: list, staged: tirx.PrimFunc,
                      window: tirx.PrimFunc, layers: list, local: bool) -> bool:
         """Whether the window's root after the step, ``new_root``, was spliced into the function's
@@ -241,6 +240,7 @@ class LayerWindows:
 
 
 def _same_statements(found: list, expected: list) -> bool:
+    """Whether the statements ``found`` are ``expected``, one for one (rebuilt or not)."""
     return len(found) == len(expected) and all(
         a.same_as(b) or tvm_ffi.structural_equal(a, b) for a, b in zip(found, expected))
 
